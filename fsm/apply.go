@@ -1,0 +1,617 @@
+package fsm
+
+import (
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
+)
+
+// SemKey names a semaphore.
+type SemKey struct{ Namespace, Semaphore string }
+
+// LeaseKey names a lease.
+type LeaseKey struct{ Namespace, LeaseID string }
+
+// Result is what applying one command returns. Err is set when the op
+// failed (and then the op changed nothing); the other fields describe what
+// the op did, for the caller's response and for the leader's waiter queues.
+type Result struct {
+	Index uint64
+	Err   *Error
+
+	Namespace *pb.Namespace
+	Semaphore *pb.Semaphore
+	Lease     *pb.SemaphoreLease
+	// Acquire: Acquired says whether the hold was granted; Holder is set then.
+	Acquired bool
+	Holder   *pb.SemaphoreHolder
+
+	// Grants has one entry per Command.grants, in order.
+	Grants []GrantResult
+
+	// Freed lists semaphores whose free permits may have grown (a hold
+	// released or shrunk, permits raised), in the order they were touched.
+	Freed []SemKey
+	// RemovedLeases lists leases that no longer exist (revoked, expired,
+	// reaped on refresh, or deleted with their namespace).
+	RemovedLeases []LeaseKey
+	// RemovedSemaphores lists deleted semaphores (also those deleted with
+	// their namespace); RemovedNamespace is set by DeleteNamespace.
+	RemovedSemaphores []SemKey
+	RemovedNamespace  string
+}
+
+// GrantResult is the outcome of one conditional grant.
+type GrantResult struct {
+	Granted bool
+	// Err is set when the grant can never apply (lease, semaphore or
+	// namespace gone, weight above permits, too many holders).
+	Err       *Error
+	Semaphore *pb.Semaphore
+	Holder    *pb.SemaphoreHolder
+}
+
+// applier carries the state of one command's application.
+type applier struct {
+	s     *state
+	index uint64
+	now   int64
+	res   *Result
+}
+
+// applyCommand applies a decoded command at a raft index. It never panics on
+// any input; an op it does not know yields CodeInternal.
+func (s *state) applyCommand(index uint64, cmd *fsmpb.Command) *Result {
+	res := &Result{Index: index}
+	if index > s.lastIndex {
+		s.lastIndex = index
+	}
+	// Time never goes backwards inside the state machine, even if a
+	// command carries an older clock (a leader with a slow clock).
+	now := cmd.GetNow()
+	if now < s.lastNow {
+		now = s.lastNow
+	}
+	s.lastNow = now
+	a := &applier{s: s, index: index, now: now, res: res}
+	res.Err = a.op(cmd)
+	if len(cmd.GetGrants()) > 0 {
+		a.grants(cmd.GetGrants())
+	}
+	return res
+}
+
+func (a *applier) op(cmd *fsmpb.Command) *Error {
+	switch op := cmd.GetOp().(type) {
+	case *fsmpb.Command_CreateNamespace:
+		return a.createNamespace(op.CreateNamespace)
+	case *fsmpb.Command_UpdateNamespace:
+		return a.updateNamespace(op.UpdateNamespace)
+	case *fsmpb.Command_DeleteNamespace:
+		return a.deleteNamespace(op.DeleteNamespace)
+	case *fsmpb.Command_CreateSemaphore:
+		return a.createSemaphore(op.CreateSemaphore)
+	case *fsmpb.Command_UpdateSemaphore:
+		return a.updateSemaphore(op.UpdateSemaphore)
+	case *fsmpb.Command_DeleteSemaphore:
+		return a.deleteSemaphore(op.DeleteSemaphore)
+	case *fsmpb.Command_Acquire:
+		return a.acquire(op.Acquire)
+	case *fsmpb.Command_Release:
+		return a.release(op.Release)
+	case *fsmpb.Command_CreateLease:
+		return a.createLease(op.CreateLease)
+	case *fsmpb.Command_RefreshLease:
+		return a.refreshLease(op.RefreshLease)
+	case *fsmpb.Command_RevokeLease:
+		return a.revokeLease(op.RevokeLease)
+	case *fsmpb.Command_ExpireLeases:
+		return a.expireLeases(op.ExpireLeases)
+	case *fsmpb.Command_ExtendLeases:
+		return a.extendLeases(op.ExtendLeases)
+	case *fsmpb.Command_SetMember:
+		return a.setMember(op.SetMember)
+	case *fsmpb.Command_RemoveMember:
+		return a.removeMember(op.RemoveMember)
+	case *fsmpb.Command_SetLimits:
+		return a.setLimits(op.SetLimits)
+	case *fsmpb.Command_Noop:
+		return nil
+	case nil:
+		if len(cmd.GetGrants()) > 0 {
+			return nil // a command made only of grants
+		}
+		if cmd.GetSkippable() {
+			return nil
+		}
+		return errf(CodeInternal, "command carries no op this server knows (not skippable)")
+	}
+	return errf(CodeInternal, "unknown op %T", cmd.GetOp())
+}
+
+// ---- namespaces ----
+
+func (a *applier) createNamespace(c *fsmpb.CreateNamespace) *Error {
+	if err := firstErr(ValidateName("name", c.Name), ValidateDescription("description", c.Description),
+		ValidateMetadata("metadata", c.Metadata)); err != nil {
+		return err
+	}
+	s := a.s
+	if _, ok := s.getNS(c.Name); ok {
+		return errf(CodeAlreadyExists, "namespace %q already exists", c.Name)
+	}
+	if int64(s.namespaces.Len()) >= s.limits.MaxNamespaces {
+		return errf(CodeResourceExhausted, "namespaces: limit of %d reached", s.limits.MaxNamespaces)
+	}
+	ns := nsRec{name: c.Name, desc: c.Description, md: copyMetadata(c.Metadata), version: 1, createdAt: a.now, updatedAt: a.now}
+	s.namespaces.ReplaceOrInsert(ns)
+	a.res.Namespace = ns.view()
+	return nil
+}
+
+func (a *applier) updateNamespace(c *fsmpb.UpdateNamespace) *Error {
+	if err := firstErr(ValidateName("namespace_name", c.Name), ValidateDescription("description", c.Description),
+		ValidateMetadata("metadata", c.Metadata), ValidateExpectedVersion("expected_version", c.ExpectedVersion)); err != nil {
+		return err
+	}
+	ns, ok := a.s.getNS(c.Name)
+	if !ok {
+		return notFound("namespace %q not found", c.Name)
+	}
+	if ns.version != c.ExpectedVersion {
+		return invalid(msgVersionMismatch)
+	}
+	ns.desc, ns.md, ns.version, ns.updatedAt = c.Description, copyMetadata(c.Metadata), ns.version+1, a.now
+	a.s.namespaces.ReplaceOrInsert(ns)
+	a.res.Namespace = ns.view()
+	return nil
+}
+
+func (a *applier) deleteNamespace(c *fsmpb.DeleteNamespace) *Error {
+	if err := firstErr(ValidateName("namespace_name", c.Name)); err != nil {
+		return err
+	}
+	s := a.s
+	ns, ok := s.getNS(c.Name)
+	if !ok {
+		return nil // deleting a missing namespace is not an error
+	}
+	var leases []leaseRec
+	s.leases.AscendGreaterOrEqual(leaseRec{ns: ns.name}, func(l leaseRec) bool {
+		if l.ns != ns.name {
+			return false
+		}
+		leases = append(leases, l)
+		return true
+	})
+	for _, l := range leases {
+		s.removeLease(l)
+		a.res.RemovedLeases = append(a.res.RemovedLeases, LeaseKey{l.ns, l.id})
+	}
+	var sems []semRec
+	s.semaphores.AscendGreaterOrEqual(semRec{ns: ns.name}, func(x semRec) bool {
+		if x.ns != ns.name {
+			return false
+		}
+		sems = append(sems, x)
+		return true
+	})
+	for _, x := range sems {
+		a.dropSemaphore(x)
+	}
+	s.namespaces.Delete(ns)
+	a.res.RemovedNamespace = ns.name
+	return nil
+}
+
+// ---- semaphores ----
+
+func (a *applier) createSemaphore(c *fsmpb.CreateSemaphore) *Error {
+	s := a.s
+	if err := firstErr(ValidateName("namespace_name", c.NamespaceName), ValidateName("semaphore_name", c.Name),
+		ValidateDescription("description", c.Description), ValidatePermits("permits", c.Permits, s.limits.MaxPermits),
+		ValidateMetadata("metadata", c.Metadata)); err != nil {
+		return err
+	}
+	ns, ok := s.getNS(c.NamespaceName)
+	if !ok {
+		return notFound("namespace %q not found", c.NamespaceName)
+	}
+	if _, ok := s.getSem(c.NamespaceName, c.Name); ok {
+		return errf(CodeAlreadyExists, "semaphore %q already exists in namespace %q", c.Name, c.NamespaceName)
+	}
+	if ns.semCount >= s.limits.MaxSemaphoresPerNamespace {
+		return errf(CodeResourceExhausted, "semaphores: limit of %d per namespace reached in %q", s.limits.MaxSemaphoresPerNamespace, ns.name)
+	}
+	sem := semRec{ns: c.NamespaceName, name: c.Name, desc: c.Description, md: copyMetadata(c.Metadata), permits: c.Permits,
+		version: 1, createdAt: a.now, updatedAt: a.now, lastActivity: a.now}
+	s.semaphores.ReplaceOrInsert(sem)
+	ns.semCount++
+	s.namespaces.ReplaceOrInsert(ns)
+	a.res.Semaphore = s.semView(sem, a.now)
+	return nil
+}
+
+func (a *applier) updateSemaphore(c *fsmpb.UpdateSemaphore) *Error {
+	s := a.s
+	if err := firstErr(ValidateName("namespace_name", c.NamespaceName), ValidateName("semaphore_name", c.Name),
+		ValidateDescription("description", c.Description), ValidatePermits("permits", c.Permits, s.limits.MaxPermits),
+		ValidateMetadata("metadata", c.Metadata), ValidateExpectedVersion("expected_version", c.ExpectedVersion)); err != nil {
+		return err
+	}
+	if _, ok := s.getNS(c.NamespaceName); !ok {
+		return notFound("namespace %q not found", c.NamespaceName)
+	}
+	sem, ok := s.getSem(c.NamespaceName, c.Name)
+	if !ok {
+		return notFound("semaphore %q not found in namespace %q", c.Name, c.NamespaceName)
+	}
+	if sem.version != c.ExpectedVersion {
+		return invalid(msgVersionMismatch)
+	}
+	// Compared with the stored holds, which still count holders whose
+	// lease expired but was not reaped: the conservative choice keeps
+	// active_holds <= permits true of the stored state too.
+	if c.Permits < sem.holds {
+		return errf(CodeFailedPrecondition, "permits: %d is below the current active_holds %d", c.Permits, sem.holds)
+	}
+	raised := c.Permits > sem.permits
+	sem.desc, sem.md, sem.permits, sem.version, sem.updatedAt = c.Description, copyMetadata(c.Metadata), c.Permits, sem.version+1, a.now
+	s.semaphores.ReplaceOrInsert(sem)
+	if raised {
+		a.res.Freed = append(a.res.Freed, SemKey{sem.ns, sem.name})
+	}
+	a.res.Semaphore = s.semView(sem, a.now)
+	return nil
+}
+
+func (a *applier) deleteSemaphore(c *fsmpb.DeleteSemaphore) *Error {
+	if err := firstErr(ValidateName("namespace_name", c.NamespaceName), ValidateName("semaphore_name", c.Name)); err != nil {
+		return err
+	}
+	sem, ok := a.s.getSem(c.NamespaceName, c.Name)
+	if !ok {
+		return nil // deleting a missing semaphore is not an error
+	}
+	a.dropSemaphore(sem)
+	return nil
+}
+
+func (a *applier) dropSemaphore(sem semRec) {
+	s := a.s
+	for _, h := range s.semaphoreHolders(sem.ns, sem.name) {
+		s.holders.Delete(h)
+		s.leaseHolds.Delete(leaseHoldKey{ns: h.ns, leaseID: h.leaseID, sem: h.sem})
+	}
+	s.semaphores.Delete(sem)
+	if ns, ok := s.getNS(sem.ns); ok {
+		ns.semCount--
+		s.namespaces.ReplaceOrInsert(ns)
+	}
+	a.res.RemovedSemaphores = append(a.res.RemovedSemaphores, SemKey{sem.ns, sem.name})
+}
+
+// ---- acquire, release, grants ----
+
+func validateGrant(g *fsmpb.Grant) *Error {
+	return firstErr(ValidateName("namespace_name", g.GetNamespaceName()), ValidateName("semaphore_name", g.GetSemaphoreName()),
+		ValidateLeaseID("lease_id", g.GetLeaseId()), ValidateWeight("weight", g.GetWeight()),
+		ValidateMetadata("metadata", g.GetMetadata()))
+}
+
+// lookupGrant finds everything a grant needs, or the NotFound /
+// InvalidArgument error that means it can never apply.
+func (a *applier) lookupGrant(g *fsmpb.Grant) (semRec, leaseRec, *Error) {
+	s := a.s
+	if _, ok := s.getNS(g.NamespaceName); !ok {
+		return semRec{}, leaseRec{}, notFound("namespace %q not found", g.NamespaceName)
+	}
+	sem, ok := s.getSem(g.NamespaceName, g.SemaphoreName)
+	if !ok {
+		return semRec{}, leaseRec{}, notFound("semaphore %q not found in namespace %q", g.SemaphoreName, g.NamespaceName)
+	}
+	l, ok := s.getLease(g.NamespaceName, g.LeaseId)
+	if !ok || l.expiresAt <= a.now {
+		return semRec{}, leaseRec{}, notFound("lease %q not found or expired in namespace %q", g.LeaseId, g.NamespaceName)
+	}
+	if g.Weight > sem.permits {
+		return semRec{}, leaseRec{}, invalid("weight exceeds semaphore permits (weight %d, permits %d)", g.Weight, sem.permits)
+	}
+	return sem, l, nil
+}
+
+// tryGrant grants g if it fits: active_holds - old weight + weight <=
+// permits. ok=false with a nil error means "does not fit now".
+func (a *applier) tryGrant(g *fsmpb.Grant, sem semRec, l leaseRec) (bool, *Error) {
+	s := a.s
+	old, had := s.holderOf(g.NamespaceName, g.SemaphoreName, g.LeaseId)
+	holds := sem.holds + g.Weight
+	if had {
+		holds -= old.weight
+	}
+	if holds > sem.permits {
+		return false, nil
+	}
+	if !had && sem.holders >= s.limits.MaxHoldersPerSemaphore {
+		return false, errf(CodeResourceExhausted, "holders: limit of %d per semaphore reached on %q", s.limits.MaxHoldersPerSemaphore, sem.name)
+	}
+	token := a.index
+	if token <= s.lastToken {
+		token = s.lastToken + 1
+	}
+	s.lastToken = token
+	h := old
+	if !had {
+		s.holdSeq++
+		h = holderRec{ns: sem.ns, sem: sem.name, seq: s.holdSeq, leaseID: l.id, lockedAt: a.now}
+		sem.holders++
+		s.leaseHolds.ReplaceOrInsert(leaseHoldKey{ns: sem.ns, leaseID: l.id, sem: sem.name, seq: h.seq})
+	} else if g.Weight < old.weight {
+		a.res.Freed = append(a.res.Freed, SemKey{sem.ns, sem.name})
+	}
+	h.weight, h.token, h.md = g.Weight, token, copyMetadata(g.Metadata)
+	s.holders.ReplaceOrInsert(h)
+	sem.holds = holds
+	sem.lastActivity = a.now
+	s.semaphores.ReplaceOrInsert(sem)
+	return true, nil
+}
+
+func (a *applier) acquire(c *fsmpb.Acquire) *Error {
+	g := c.GetGrant()
+	if err := validateGrant(g); err != nil {
+		return err
+	}
+	sem, l, err := a.lookupGrant(g)
+	if err != nil {
+		return err
+	}
+	s := a.s
+	// The attempt itself is activity, granted or not.
+	sem.lastActivity = a.now
+	s.semaphores.ReplaceOrInsert(sem)
+	// A queued call waits its turn, except that shrinking an existing hold
+	// never has to wait: it only frees permits.
+	old, had := s.holderOf(g.NamespaceName, g.SemaphoreName, g.LeaseId)
+	if !c.Queued || (had && g.Weight <= old.weight) {
+		ok, gerr := a.tryGrant(g, sem, l)
+		if gerr != nil {
+			return gerr
+		}
+		a.res.Acquired = ok
+	}
+	sem, _ = s.getSem(g.NamespaceName, g.SemaphoreName)
+	a.res.Semaphore = s.semView(sem, a.now)
+	if a.res.Acquired {
+		h, _ := s.holderOf(g.NamespaceName, g.SemaphoreName, g.LeaseId)
+		a.res.Holder = s.holderView(h, a.now)
+	}
+	return nil
+}
+
+// grants applies the conditional grants of a command, in order. Once a
+// grant on a semaphore does not apply, later ones on it are skipped, so a
+// waiter never overtakes the one ahead of it.
+func (a *applier) grants(gs []*fsmpb.Grant) {
+	var blocked map[SemKey]bool
+	a.res.Grants = make([]GrantResult, len(gs))
+	for i, g := range gs {
+		r := &a.res.Grants[i]
+		key := SemKey{g.GetNamespaceName(), g.GetSemaphoreName()}
+		if blocked[key] {
+			continue
+		}
+		var ok bool
+		r.Err = validateGrant(g)
+		if r.Err == nil {
+			var sem semRec
+			var l leaseRec
+			sem, l, r.Err = a.lookupGrant(g)
+			if r.Err == nil {
+				ok, r.Err = a.tryGrant(g, sem, l)
+			}
+		}
+		if !ok {
+			if blocked == nil {
+				blocked = make(map[SemKey]bool)
+			}
+			blocked[key] = true
+			if sem, found := a.s.getSem(key.Namespace, key.Semaphore); found {
+				r.Semaphore = a.s.semView(sem, a.now)
+			}
+			continue
+		}
+		r.Granted = true
+		sem, _ := a.s.getSem(key.Namespace, key.Semaphore)
+		r.Semaphore = a.s.semView(sem, a.now)
+		h, _ := a.s.holderOf(key.Namespace, key.Semaphore, g.LeaseId)
+		r.Holder = a.s.holderView(h, a.now)
+	}
+}
+
+func (a *applier) release(c *fsmpb.Release) *Error {
+	if err := firstErr(ValidateName("namespace_name", c.NamespaceName), ValidateName("semaphore_name", c.SemaphoreName),
+		ValidateLeaseID("lease_id", c.LeaseId)); err != nil {
+		return err
+	}
+	s := a.s
+	if _, ok := s.getNS(c.NamespaceName); !ok {
+		return notFound("namespace %q not found", c.NamespaceName)
+	}
+	sem, ok := s.getSem(c.NamespaceName, c.SemaphoreName)
+	if !ok {
+		return notFound("semaphore %q not found in namespace %q", c.SemaphoreName, c.NamespaceName)
+	}
+	if h, ok := s.holderOf(c.NamespaceName, c.SemaphoreName, c.LeaseId); ok {
+		s.removeHolder(h)
+		sem, _ = s.getSem(c.NamespaceName, c.SemaphoreName)
+		a.res.Freed = append(a.res.Freed, SemKey{sem.ns, sem.name})
+	}
+	sem.lastActivity = a.now
+	s.semaphores.ReplaceOrInsert(sem)
+	a.res.Semaphore = s.semView(sem, a.now)
+	return nil
+}
+
+// ---- leases ----
+
+func (a *applier) createLease(c *fsmpb.CreateLease) *Error {
+	s := a.s
+	if err := firstErr(ValidateName("namespace_name", c.NamespaceName), ValidateLeaseID("lease_id", c.LeaseId),
+		ValidateProcessID("process_id", c.ProcessId), ValidateTTL("ttl_seconds", c.TtlSeconds, s.limits.MaxTTLSeconds)); err != nil {
+		return err
+	}
+	ns, ok := s.getNS(c.NamespaceName)
+	if !ok {
+		return notFound("namespace %q not found", c.NamespaceName)
+	}
+	if _, ok := s.getLease(c.NamespaceName, c.LeaseId); ok {
+		return errf(CodeAlreadyExists, "lease %q already exists", c.LeaseId)
+	}
+	if ns.leaseCount >= s.limits.MaxLeasesPerNamespace {
+		return errf(CodeResourceExhausted, "leases: limit of %d per namespace reached in %q", s.limits.MaxLeasesPerNamespace, ns.name)
+	}
+	l := leaseRec{ns: c.NamespaceName, id: c.LeaseId, proc: c.ProcessId, ttl: c.TtlSeconds, createdAt: a.now,
+		expiresAt: addTTL(a.now, c.TtlSeconds)}
+	s.putLease(l)
+	ns.leaseCount++
+	s.namespaces.ReplaceOrInsert(ns)
+	a.res.Lease = l.view()
+	return nil
+}
+
+func (a *applier) refreshLease(c *fsmpb.RefreshLease) *Error {
+	s := a.s
+	if err := firstErr(ValidateName("namespace_name", c.NamespaceName), ValidateLeaseID("lease_id", c.LeaseId),
+		ValidateTTL("ttl_seconds", c.TtlSeconds, s.limits.MaxTTLSeconds)); err != nil {
+		return err
+	}
+	if _, ok := s.getNS(c.NamespaceName); !ok {
+		return notFound("namespace %q not found", c.NamespaceName)
+	}
+	l, ok := s.getLease(c.NamespaceName, c.LeaseId)
+	if !ok {
+		return notFound("lease %q not found in namespace %q", c.LeaseId, c.NamespaceName)
+	}
+	if l.expiresAt <= a.now {
+		a.reap(l)
+		return notFound("lease %q expired at %d", c.LeaseId, l.expiresAt)
+	}
+	l.ttl = c.TtlSeconds
+	l = s.setLeaseExpiry(l, addTTL(a.now, c.TtlSeconds))
+	a.res.Lease = l.view()
+	return nil
+}
+
+func (a *applier) revokeLease(c *fsmpb.RevokeLease) *Error {
+	if err := firstErr(ValidateName("namespace_name", c.NamespaceName), ValidateLeaseID("lease_id", c.LeaseId)); err != nil {
+		return err
+	}
+	if _, ok := a.s.getNS(c.NamespaceName); !ok {
+		return notFound("namespace %q not found", c.NamespaceName)
+	}
+	l, ok := a.s.getLease(c.NamespaceName, c.LeaseId)
+	if !ok {
+		return notFound("lease %q not found in namespace %q", c.LeaseId, c.NamespaceName)
+	}
+	a.reap(l)
+	return nil
+}
+
+// reap removes a lease with its holds and records what that freed.
+func (a *applier) reap(l leaseRec) {
+	for _, sem := range a.s.removeLease(l) {
+		a.res.Freed = append(a.res.Freed, SemKey{l.ns, sem})
+	}
+	a.res.RemovedLeases = append(a.res.RemovedLeases, LeaseKey{l.ns, l.id})
+}
+
+func (a *applier) expireLeases(c *fsmpb.ExpireLeases) *Error {
+	max := int(c.GetMax())
+	var due []expiryKey
+	a.s.expiry.Ascend(func(k expiryKey) bool {
+		if k.at > a.now || (max > 0 && len(due) >= max) {
+			return false
+		}
+		due = append(due, k)
+		return true
+	})
+	for _, k := range due {
+		if l, ok := a.s.getLease(k.ns, k.id); ok {
+			a.reap(l)
+		}
+	}
+	return nil
+}
+
+func (a *applier) extendLeases(c *fsmpb.ExtendLeases) *Error {
+	if c.GetExtendNs() < 0 {
+		return invalid("extend_ns: must be >= 0, got %d", c.GetExtendNs())
+	}
+	var live []expiryKey
+	a.s.expiry.AscendGreaterOrEqual(expiryKey{at: a.now + 1}, func(k expiryKey) bool {
+		live = append(live, k)
+		return true
+	})
+	for _, k := range live {
+		if l, ok := a.s.getLease(k.ns, k.id); ok {
+			a.s.setLeaseExpiry(l, satAdd(l.expiresAt, c.GetExtendNs()))
+		}
+	}
+	return nil
+}
+
+// ---- cluster ----
+
+func (a *applier) setMember(c *fsmpb.SetMember) *Error {
+	if c.GetNodeId() == "" {
+		return invalid("node_id: must not be empty")
+	}
+	a.s.members.ReplaceOrInsert(memberRec{id: c.NodeId, raftAddr: c.RaftAddress, grpcAddr: c.GrpcAddress})
+	return nil
+}
+
+func (a *applier) removeMember(c *fsmpb.RemoveMember) *Error {
+	a.s.members.Delete(memberRec{id: c.GetNodeId()})
+	return nil
+}
+
+func (a *applier) setLimits(c *fsmpb.SetLimits) *Error {
+	l := Limits{
+		MaxNamespaces: c.MaxNamespaces, MaxSemaphoresPerNamespace: c.MaxSemaphoresPerNamespace,
+		MaxLeasesPerNamespace: c.MaxLeasesPerNamespace, MaxHoldersPerSemaphore: c.MaxHoldersPerSemaphore,
+		MaxPermits: c.MaxPermits, MaxTTLSeconds: c.MaxTtlSeconds,
+	}
+	if err := l.Validate(); err != nil {
+		return err.(*Error)
+	}
+	a.s.limits = l
+	return nil
+}
+
+// ---- helpers ----
+
+func firstErr(errs ...error) *Error {
+	for _, e := range errs {
+		if e != nil {
+			return e.(*Error)
+		}
+	}
+	return nil
+}
+
+const nanosPerSecond = int64(1_000_000_000)
+
+func addTTL(now, ttlSeconds int64) int64 {
+	if ttlSeconds > (1<<63-1)/nanosPerSecond {
+		return 1<<63 - 1
+	}
+	return satAdd(now, ttlSeconds*nanosPerSecond)
+}
+
+// satAdd adds without overflowing past the largest int64.
+func satAdd(a, b int64) int64 {
+	if b > 0 && a > (1<<63-1)-b {
+		return 1<<63 - 1
+	}
+	return a + b
+}

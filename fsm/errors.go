@@ -1,0 +1,77 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code classifies an FSM error. Each code maps onto exactly one gRPC status
+// code (see rpc.statusFromFSM); the FSM itself does not import gRPC.
+type Code int
+
+const (
+	CodeInvalidArgument Code = iota + 1
+	CodeNotFound
+	CodeAlreadyExists
+	CodeFailedPrecondition
+	CodeResourceExhausted
+	// CodeInternal marks a command the state machine cannot apply at all
+	// (undecodable bytes, an unknown op): a bug or a version skew.
+	CodeInternal
+)
+
+func (c Code) String() string {
+	switch c {
+	case CodeInvalidArgument:
+		return "InvalidArgument"
+	case CodeNotFound:
+		return "NotFound"
+	case CodeAlreadyExists:
+		return "AlreadyExists"
+	case CodeFailedPrecondition:
+		return "FailedPrecondition"
+	case CodeResourceExhausted:
+		return "ResourceExhausted"
+	case CodeInternal:
+		return "Internal"
+	}
+	return fmt.Sprintf("Code(%d)", int(c))
+}
+
+// Error is the typed error every FSM operation returns.
+type Error struct {
+	Code Code
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Code.String() + ": " + e.Msg }
+
+// Is lets errors.Is match on the code alone: errors.Is(err, fsm.ErrNotFound).
+func (e *Error) Is(target error) bool {
+	var t *Error
+	if errors.As(target, &t) {
+		return t.Code == e.Code && t.Msg == ""
+	}
+	return false
+}
+
+// Sentinels for errors.Is; they match any *Error of the same code.
+var (
+	ErrInvalidArgument    = &Error{Code: CodeInvalidArgument}
+	ErrNotFound           = &Error{Code: CodeNotFound}
+	ErrAlreadyExists      = &Error{Code: CodeAlreadyExists}
+	ErrFailedPrecondition = &Error{Code: CodeFailedPrecondition}
+	ErrResourceExhausted  = &Error{Code: CodeResourceExhausted}
+	ErrInternal           = &Error{Code: CodeInternal}
+)
+
+// ErrVersionMismatch is the message API.md fixes for a failed
+// expected_version check.
+const msgVersionMismatch = "version mismatch"
+
+func errf(c Code, format string, a ...any) *Error {
+	return &Error{Code: c, Msg: fmt.Sprintf(format, a...)}
+}
+
+func invalid(format string, a ...any) *Error  { return errf(CodeInvalidArgument, format, a...) }
+func notFound(format string, a ...any) *Error { return errf(CodeNotFound, format, a...) }

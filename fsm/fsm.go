@@ -1,0 +1,279 @@
+// Package fsm is Grackle's replicated state machine: namespaces,
+// semaphores, holders, semaphore leases and cluster membership. Every node
+// applies the same commands in the same order and reaches the same state:
+// nothing here reads a clock, draws a random number or depends on map
+// iteration order; the leader puts time and ids into each command.
+package fsm
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+)
+
+// FSM is the raft.FSM (and raft.BatchingFSM) of a Grackle node. Readers
+// take the read lock; Apply takes the write lock once per batch.
+type FSM struct {
+	mu     sync.RWMutex
+	st     *state
+	tmpDir string
+}
+
+// Options configure an FSM.
+type Options struct {
+	// TempDir holds the scratch bbolt files of Persist and Restore
+	// ("" = the system's temporary directory).
+	TempDir string
+}
+
+// New returns an empty state machine with the default limits.
+func New(opts Options) *FSM { return &FSM{st: newState(), tmpDir: opts.TempDir} }
+
+var (
+	_ raft.FSM         = (*FSM)(nil)
+	_ raft.BatchingFSM = (*FSM)(nil)
+)
+
+// Encode serializes a command for the Raft log.
+func Encode(cmd *fsmpb.Command) ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(cmd)
+}
+
+// Decode parses a Raft log entry's data.
+func Decode(data []byte) (*fsmpb.Command, error) {
+	cmd := &fsmpb.Command{}
+	if err := proto.Unmarshal(data, cmd); err != nil {
+		return nil, fmt.Errorf("fsm: decode command: %w", err)
+	}
+	return cmd, nil
+}
+
+// ApplyBytes decodes and applies one entry. Undecodable bytes and unknown
+// ops give a CodeInternal result and change nothing. It never panics.
+func (f *FSM) ApplyBytes(index uint64, data []byte) *Result {
+	cmd, err := Decode(data)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil {
+		if index > f.st.lastIndex {
+			f.st.lastIndex = index
+		}
+		return &Result{Index: index, Err: errf(CodeInternal, "%v", err)}
+	}
+	return f.st.applyCommand(index, cmd)
+}
+
+// ApplyCommand applies an already decoded command (tests, benchmarks).
+func (f *FSM) ApplyCommand(index uint64, cmd *fsmpb.Command) *Result {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.st.applyCommand(index, cmd)
+}
+
+// Apply implements raft.FSM: a batch of one.
+func (f *FSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l})[0] }
+
+// ApplyBatch implements raft.BatchingFSM. Commands are decoded outside the
+// lock; the batch is applied in one pass under it.
+//
+// The rule for commands this server cannot apply (bytes it cannot decode,
+// an op it does not know that the writer did not mark skippable): panic.
+// Applying nothing would let this node's state silently diverge from the
+// others'; stopping loudly is the only safe answer to a version skew.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	cmds := make([]*fsmpb.Command, len(logs))
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		cmd, err := Decode(l.Data)
+		if err != nil {
+			panic(fmt.Sprintf("fsm: raft entry %d: %v", l.Index, err))
+		}
+		cmds[i] = cmd
+	}
+	out := make([]interface{}, len(logs))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, l := range logs {
+		if cmds[i] == nil {
+			if l.Index > f.st.lastIndex {
+				f.st.lastIndex = l.Index
+			}
+			continue
+		}
+		res := f.st.applyCommand(l.Index, cmds[i])
+		if res.Err != nil && res.Err.Code == CodeInternal {
+			panic(fmt.Sprintf("fsm: raft entry %d: %v", l.Index, res.Err))
+		}
+		out[i] = res
+	}
+	return out
+}
+
+// ---- reads: each takes the reader's now (the leader's clock) ----
+
+func (f *FSM) read() (*state, func()) {
+	f.mu.RLock()
+	return f.st, f.mu.RUnlock
+}
+
+func nilIfNoErr(e *Error) error {
+	if e == nil {
+		return nil
+	}
+	return e
+}
+
+// GetNamespace returns a namespace or a NotFound error.
+func (f *FSM) GetNamespace(name string) (*pb.Namespace, error) {
+	s, done := f.read()
+	defer done()
+	v, err := s.getNamespace(name)
+	return v, nilIfNoErr(err)
+}
+
+// ListNamespaces pages through namespaces in name order.
+func (f *FSM) ListNamespaces(limit int32, token string) (Page[*pb.Namespace], error) {
+	s, done := f.read()
+	defer done()
+	p, err := s.listNamespaces(limit, token)
+	return p, nilIfNoErr(err)
+}
+
+// GetSemaphore returns a semaphore with its effective holds at now.
+func (f *FSM) GetSemaphore(ns, name string, now int64) (*pb.Semaphore, error) {
+	s, done := f.read()
+	defer done()
+	v, err := s.getSemaphore(ns, name, now)
+	return v, nilIfNoErr(err)
+}
+
+// ListSemaphores pages through a namespace's semaphores in name order.
+func (f *FSM) ListSemaphores(ns string, limit int32, token string, now int64) (Page[*pb.Semaphore], error) {
+	s, done := f.read()
+	defer done()
+	p, err := s.listSemaphores(ns, limit, token, now)
+	return p, nilIfNoErr(err)
+}
+
+// ListSemaphoreHolders pages through live holders in acquisition order.
+func (f *FSM) ListSemaphoreHolders(ns, sem string, limit int32, token string, now int64) (Page[*pb.SemaphoreHolder], error) {
+	s, done := f.read()
+	defer done()
+	p, err := s.listHolders(ns, sem, limit, token, now)
+	return p, nilIfNoErr(err)
+}
+
+// GetSemaphoreLease returns a lease alive at now, or NotFound.
+func (f *FSM) GetSemaphoreLease(ns, id string, now int64) (*pb.SemaphoreLease, error) {
+	s, done := f.read()
+	defer done()
+	v, err := s.getLeaseView(ns, id, now)
+	return v, nilIfNoErr(err)
+}
+
+// ListSemaphoreLeases pages through leases alive at now, by lease id;
+// a non-empty proc keeps only that process's leases.
+func (f *FSM) ListSemaphoreLeases(ns, proc string, limit int32, token string, now int64) (Page[*pb.SemaphoreLease], error) {
+	s, done := f.read()
+	defer done()
+	p, err := s.listLeases(ns, proc, limit, token, now)
+	return p, nilIfNoErr(err)
+}
+
+// ---- what the leader needs to run queues and expiry ----
+
+// LastNow is the greatest `now` applied: a new leader never stamps earlier.
+func (f *FSM) LastNow() int64 {
+	s, done := f.read()
+	defer done()
+	return s.lastNow
+}
+
+// AppliedIndex is the raft index of the last entry applied.
+func (f *FSM) AppliedIndex() uint64 {
+	s, done := f.read()
+	defer done()
+	return s.lastIndex
+}
+
+// NextExpiry is the earliest lease expires_at, if any lease exists.
+func (f *FSM) NextExpiry() (int64, bool) {
+	s, done := f.read()
+	defer done()
+	k, ok := s.expiry.Min()
+	return k.at, ok
+}
+
+// LeaseHolds lists the semaphores a lease holds, in name order.
+func (f *FSM) LeaseHolds(ns, leaseID string) []string {
+	s, done := f.read()
+	defer done()
+	var sems []string
+	s.leaseHolds.AscendGreaterOrEqual(leaseHoldKey{ns: ns, leaseID: leaseID}, func(k leaseHoldKey) bool {
+		if k.ns != ns || k.leaseID != leaseID {
+			return false
+		}
+		sems = append(sems, k.sem)
+		return true
+	})
+	return sems
+}
+
+// HeldWeight is the weight a lease holds on a semaphore (0 if none).
+func (f *FSM) HeldWeight(ns, sem, leaseID string) int64 {
+	s, done := f.read()
+	defer done()
+	h, ok := s.holderOf(ns, sem, leaseID)
+	if !ok {
+		return 0
+	}
+	return h.weight
+}
+
+// SemaphoreCapacity returns permits and the stored (conservative) holds
+// of a semaphore: what a grant is checked against.
+func (f *FSM) SemaphoreCapacity(ns, sem string) (permits, holds int64, ok bool) {
+	s, done := f.read()
+	defer done()
+	x, ok := s.getSem(ns, sem)
+	return x.permits, x.holds, ok
+}
+
+// Limits returns the replicated limits in force.
+func (f *FSM) Limits() Limits {
+	s, done := f.read()
+	defer done()
+	return s.limits
+}
+
+// Member is one replicated cluster member record.
+type Member struct{ NodeID, RaftAddress, GRPCAddress string }
+
+// Members lists the replicated member records in node id order.
+func (f *FSM) Members() []Member {
+	s, done := f.read()
+	defer done()
+	var ms []Member
+	s.members.Ascend(func(m memberRec) bool {
+		ms = append(ms, Member{m.id, m.raftAddr, m.grpcAddr})
+		return true
+	})
+	return ms
+}
+
+// Counts reports the sizes of the main tables (metrics, tests).
+type Counts struct{ Namespaces, Semaphores, Leases, Holders int }
+
+// Counts returns the number of stored records per table.
+func (f *FSM) Counts() Counts {
+	s, done := f.read()
+	defer done()
+	return Counts{s.namespaces.Len(), s.semaphores.Len(), s.leases.Len(), s.holders.Len()}
+}

@@ -1,0 +1,326 @@
+package fsm
+
+import (
+	"encoding/base64"
+	"strconv"
+	"strings"
+
+	"github.com/google/btree"
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+)
+
+// Pagination bounds of API.md.
+const (
+	DefaultPageSize = 100
+	MaxPageSize     = 250
+)
+
+func (n nsRec) view() *pb.Namespace {
+	return &pb.Namespace{Name: n.name, Description: n.desc, Metadata: copyMetadata(n.md), Version: n.version,
+		CreatedAt: n.createdAt, UpdatedAt: n.updatedAt}
+}
+
+func (l leaseRec) view() *pb.SemaphoreLease {
+	return &pb.SemaphoreLease{LeaseId: l.id, ProcessId: l.proc, TtlSeconds: l.ttl, CreatedAt: l.createdAt, ExpiresAt: l.expiresAt}
+}
+
+func (s *state) semView(x semRec, now int64) *pb.Semaphore {
+	holds, holders := s.effectiveHolds(x, now)
+	return &pb.Semaphore{Name: x.name, Description: x.desc, Permits: x.permits, ActiveHolds: holds, ActiveHoldersCount: holders,
+		Metadata: copyMetadata(x.md), Version: x.version, CreatedAt: x.createdAt, UpdatedAt: x.updatedAt, LastActivityAt: x.lastActivity}
+}
+
+func (s *state) holderView(h holderRec, now int64) *pb.SemaphoreHolder {
+	v := &pb.SemaphoreHolder{LeaseId: h.leaseID, Weight: h.weight, LockedAt: h.lockedAt, FencingToken: h.token, Metadata: copyMetadata(h.md)}
+	if l, ok := s.getLease(h.ns, h.leaseID); ok {
+		v.ProcessId, v.ExpiresAt = l.proc, l.expiresAt
+	}
+	return v
+}
+
+// Page is one page of a List call.
+type Page[T any] struct {
+	Items    []T
+	Next     string
+	Previous string
+}
+
+// cursor is a decoded pagination token: a position, not a snapshot.
+type cursor struct {
+	backward bool   // the page ends just before key (else starts just after it)
+	key      string // position key in the list's order
+}
+
+// Tokens carry the list kind, so that a token of one list is rejected by
+// another instead of silently seeking to a meaningless place.
+func encodeToken(kind string, backward bool, key string) string {
+	dir := "f"
+	if backward {
+		dir = "b"
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(kind + "|" + dir + "|" + key))
+}
+
+func decodeToken(kind, tok string) (cursor, bool, *Error) {
+	if tok == "" {
+		return cursor{}, false, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return cursor{}, false, invalid("pagination_token: malformed")
+	}
+	parts := strings.SplitN(string(raw), "|", 3)
+	if len(parts) != 3 || parts[0] != kind || (parts[1] != "f" && parts[1] != "b") {
+		return cursor{}, false, invalid("pagination_token: malformed or from another list")
+	}
+	return cursor{backward: parts[1] == "b", key: parts[2]}, true, nil
+}
+
+// ValidateLimit checks a page size: 0 means the default 100, else 1..250.
+func ValidateLimit(limit int32) (int, error) {
+	if limit == 0 {
+		return DefaultPageSize, nil
+	}
+	if limit < 0 || limit > MaxPageSize {
+		return 0, invalid("limit: must be 0 (default %d) or 1..%d, got %d", DefaultPageSize, MaxPageSize, limit)
+	}
+	return int(limit), nil
+}
+
+// listScope describes one List over a tree: the range it covers, how to
+// turn a position key into a pivot, and which entries are visible now.
+type listScope[T any] struct {
+	kind    string
+	tree    *btree.BTreeG[T]
+	start   T                       // the first possible entry of the scope
+	inScope func(T) bool            // false past the scope's end
+	keyOf   func(T) string          // position key of an entry
+	pivot   func(key string) (T, bool) // an entry placed at key
+	visible func(T) bool            // false for entries to hide (expired)
+}
+
+// page walks the scope from a token. A forward page starts just after the
+// cursor; a backward page ends just before it.
+func (sc listScope[T]) page(limit int32, token string) (Page[T], *Error) {
+	n, err := ValidateLimit(limit)
+	if err != nil {
+		return Page[T]{}, err.(*Error)
+	}
+	cur, has, perr := decodeToken(sc.kind, token)
+	if perr != nil {
+		return Page[T]{}, perr
+	}
+	var p Page[T]
+	var pv T
+	if has {
+		var ok bool
+		if pv, ok = sc.pivot(cur.key); !ok {
+			return Page[T]{}, invalid("pagination_token: malformed position")
+		}
+	}
+	if !has || !cur.backward {
+		from := sc.start
+		if has {
+			from = pv
+		}
+		items := sc.walk(false, from, has, n+1)
+		if len(items) > n {
+			items = items[:n]
+			p.Next = encodeToken(sc.kind, false, sc.keyOf(items[n-1]))
+		}
+		p.Items = items
+		if has && len(sc.walk(true, pv, false, 1)) > 0 {
+			// Something lies at or before the cursor: offer the way back.
+			if len(items) > 0 {
+				p.Previous = encodeToken(sc.kind, true, sc.keyOf(items[0]))
+			} else {
+				p.Previous = encodeToken(sc.kind, true, cur.key+"\x00")
+			}
+		}
+		return p, nil
+	}
+	items := sc.walk(true, pv, true, n+1)
+	if len(items) > n {
+		items = items[:n]
+	}
+	more := len(items) == n && len(sc.walk(true, items[n-1], true, 1)) > 0
+	for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
+		items[i], items[j] = items[j], items[i]
+	}
+	p.Items = items
+	if more {
+		p.Previous = encodeToken(sc.kind, true, sc.keyOf(items[0]))
+	}
+	if len(sc.walk(false, pv, false, 1)) > 0 || (len(items) > 0 && len(sc.walk(false, items[len(items)-1], true, 1)) > 0) {
+		if len(items) > 0 {
+			p.Next = encodeToken(sc.kind, false, sc.keyOf(items[len(items)-1]))
+		} else {
+			p.Next = encodeToken(sc.kind, false, "")
+		}
+	}
+	return p, nil
+}
+
+// walk collects up to n visible in-scope entries from `from` in one
+// direction; exclusive skips an entry whose key equals from's.
+func (sc listScope[T]) walk(backward bool, from T, exclusive bool, n int) []T {
+	var out []T
+	fromKey := sc.keyOf(from)
+	visit := func(x T) bool {
+		if !sc.inScope(x) {
+			return false
+		}
+		if exclusive && sc.keyOf(x) == fromKey {
+			return true
+		}
+		if sc.visible(x) {
+			out = append(out, x)
+		}
+		return len(out) < n
+	}
+	if backward {
+		sc.tree.DescendLessOrEqual(from, visit)
+	} else {
+		sc.tree.AscendGreaterOrEqual(from, visit)
+	}
+	return out
+}
+
+func always[T any](T) bool { return true }
+
+// ---- queries; each takes the reader's `now` and shows effective state ----
+
+func (s *state) getNamespace(name string) (*pb.Namespace, *Error) {
+	ns, ok := s.getNS(name)
+	if !ok {
+		return nil, notFound("namespace %q not found", name)
+	}
+	return ns.view(), nil
+}
+
+func (s *state) listNamespaces(limit int32, token string) (Page[*pb.Namespace], *Error) {
+	sc := listScope[nsRec]{kind: "ns", tree: s.namespaces, start: nsRec{},
+		inScope: always[nsRec], keyOf: func(n nsRec) string { return n.name },
+		pivot: func(k string) (nsRec, bool) { return nsRec{name: k}, true }, visible: always[nsRec]}
+	p, err := sc.page(limit, token)
+	if err != nil {
+		return Page[*pb.Namespace]{}, err
+	}
+	out := Page[*pb.Namespace]{Next: p.Next, Previous: p.Previous}
+	for _, n := range p.Items {
+		out.Items = append(out.Items, n.view())
+	}
+	return out, nil
+}
+
+func (s *state) getSemaphore(ns, name string, now int64) (*pb.Semaphore, *Error) {
+	if _, ok := s.getNS(ns); !ok {
+		return nil, notFound("namespace %q not found", ns)
+	}
+	x, ok := s.getSem(ns, name)
+	if !ok {
+		return nil, notFound("semaphore %q not found in namespace %q", name, ns)
+	}
+	return s.semView(x, now), nil
+}
+
+func (s *state) listSemaphores(ns string, limit int32, token string, now int64) (Page[*pb.Semaphore], *Error) {
+	if _, ok := s.getNS(ns); !ok {
+		return Page[*pb.Semaphore]{}, notFound("namespace %q not found", ns)
+	}
+	sc := listScope[semRec]{kind: "sem", tree: s.semaphores, start: semRec{ns: ns},
+		inScope: func(x semRec) bool { return x.ns == ns }, keyOf: func(x semRec) string { return x.name },
+		pivot: func(k string) (semRec, bool) { return semRec{ns: ns, name: k}, true }, visible: always[semRec]}
+	p, err := sc.page(limit, token)
+	if err != nil {
+		return Page[*pb.Semaphore]{}, err
+	}
+	out := Page[*pb.Semaphore]{Next: p.Next, Previous: p.Previous}
+	for _, x := range p.Items {
+		out.Items = append(out.Items, s.semView(x, now))
+	}
+	return out, nil
+}
+
+func (s *state) leaseAlive(ns, id string, now int64) bool {
+	l, ok := s.getLease(ns, id)
+	return ok && l.expiresAt > now
+}
+
+func (s *state) listHolders(ns, sem string, limit int32, token string, now int64) (Page[*pb.SemaphoreHolder], *Error) {
+	if _, err := s.getSemaphore(ns, sem, now); err != nil {
+		return Page[*pb.SemaphoreHolder]{}, err
+	}
+	sc := listScope[holderRec]{kind: "hold", tree: s.holders, start: holderRec{ns: ns, sem: sem},
+		inScope: func(h holderRec) bool { return h.ns == ns && h.sem == sem },
+		keyOf:   func(h holderRec) string { return strconv.FormatUint(h.seq, 10) },
+		pivot: func(k string) (holderRec, bool) {
+			if k == "" {
+				return holderRec{ns: ns, sem: sem}, true
+			}
+			seq, err := strconv.ParseUint(strings.TrimSuffix(k, "\x00"), 10, 64)
+			return holderRec{ns: ns, sem: sem, seq: seq}, err == nil
+		},
+		visible: func(h holderRec) bool { return s.leaseAlive(h.ns, h.leaseID, now) }}
+	p, err := sc.page(limit, token)
+	if err != nil {
+		return Page[*pb.SemaphoreHolder]{}, err
+	}
+	out := Page[*pb.SemaphoreHolder]{Next: p.Next, Previous: p.Previous}
+	for _, h := range p.Items {
+		out.Items = append(out.Items, s.holderView(h, now))
+	}
+	return out, nil
+}
+
+func (s *state) getLeaseView(ns, id string, now int64) (*pb.SemaphoreLease, *Error) {
+	if _, ok := s.getNS(ns); !ok {
+		return nil, notFound("namespace %q not found", ns)
+	}
+	l, ok := s.getLease(ns, id)
+	if !ok || l.expiresAt <= now {
+		return nil, notFound("lease %q not found or expired in namespace %q", id, ns)
+	}
+	return l.view(), nil
+}
+
+func (s *state) listLeases(ns, proc string, limit int32, token string, now int64) (Page[*pb.SemaphoreLease], *Error) {
+	if _, ok := s.getNS(ns); !ok {
+		return Page[*pb.SemaphoreLease]{}, notFound("namespace %q not found", ns)
+	}
+	var ids []string
+	var p Page[string]
+	var err *Error
+	if proc == "" {
+		sc := listScope[leaseRec]{kind: "lease", tree: s.leases, start: leaseRec{ns: ns},
+			inScope: func(l leaseRec) bool { return l.ns == ns }, keyOf: func(l leaseRec) string { return l.id },
+			pivot:   func(k string) (leaseRec, bool) { return leaseRec{ns: ns, id: k}, true },
+			visible: func(l leaseRec) bool { return l.expiresAt > now }}
+		var lp Page[leaseRec]
+		lp, err = sc.page(limit, token)
+		p = Page[string]{Next: lp.Next, Previous: lp.Previous}
+		for _, l := range lp.Items {
+			ids = append(ids, l.id)
+		}
+	} else {
+		sc := listScope[procKey]{kind: "lease", tree: s.byProc, start: procKey{ns: ns, proc: proc},
+			inScope: func(k procKey) bool { return k.ns == ns && k.proc == proc }, keyOf: func(k procKey) string { return k.id },
+			pivot:   func(k string) (procKey, bool) { return procKey{ns: ns, proc: proc, id: k}, true },
+			visible: func(k procKey) bool { return s.leaseAlive(k.ns, k.id, now) }}
+		var kp Page[procKey]
+		kp, err = sc.page(limit, token)
+		p = Page[string]{Next: kp.Next, Previous: kp.Previous}
+		for _, k := range kp.Items {
+			ids = append(ids, k.id)
+		}
+	}
+	if err != nil {
+		return Page[*pb.SemaphoreLease]{}, err
+	}
+	out := Page[*pb.SemaphoreLease]{Next: p.Next, Previous: p.Previous}
+	for _, id := range ids {
+		l, _ := s.getLease(ns, id)
+		out.Items = append(out.Items, l.view())
+	}
+	return out, nil
+}

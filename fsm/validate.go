@@ -1,0 +1,179 @@
+package fsm
+
+import (
+	"fmt"
+	"unicode/utf8"
+)
+
+// Bounds fixed by API.md.
+const (
+	MaxNameBytes        = 128
+	MaxProcessIDBytes   = 128
+	MaxDescriptionBytes = 1024
+	MaxMetadataEntries  = 32
+	MaxMetadataKeyBytes = 128
+	MaxMetadataValBytes = 256
+	LeaseIDPrefix       = "ls_"
+	MinLeaseIDRandom    = 20
+	MaxLeaseIDBytes     = 64
+)
+
+// Limits are the server limits of API.md. They are replicated state (the
+// SetLimits command), so every node enforces the same numbers.
+type Limits struct {
+	MaxNamespaces             int64
+	MaxSemaphoresPerNamespace int64
+	MaxLeasesPerNamespace     int64
+	MaxHoldersPerSemaphore    int64
+	MaxPermits                int64
+	MaxTTLSeconds             int64
+}
+
+// DefaultLimits are API.md's defaults.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxNamespaces:             100_000,
+		MaxSemaphoresPerNamespace: 1_000_000,
+		MaxLeasesPerNamespace:     1_000_000,
+		MaxHoldersPerSemaphore:    10_000,
+		MaxPermits:                1_000_000_000,
+		MaxTTLSeconds:             300,
+	}
+}
+
+// Validate reports a limit that is not positive.
+func (l Limits) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"max_namespaces", l.MaxNamespaces}, {"max_semaphores_per_namespace", l.MaxSemaphoresPerNamespace},
+		{"max_leases_per_namespace", l.MaxLeasesPerNamespace}, {"max_holders_per_semaphore", l.MaxHoldersPerSemaphore},
+		{"max_permits", l.MaxPermits}, {"max_ttl_seconds", l.MaxTTLSeconds},
+	} {
+		if f.v < 1 {
+			return invalid("%s: must be >= 1, got %d", f.name, f.v)
+		}
+	}
+	return nil
+}
+
+func isNameByte(c byte) bool {
+	return c == '-' || c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+}
+
+func isBase62(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+}
+
+// ValidateName checks a namespace or semaphore name: 1..128 bytes of
+// [-_0-9a-zA-Z]. field names the request field in the error.
+func ValidateName(field, v string) error {
+	if len(v) < 1 || len(v) > MaxNameBytes {
+		return invalid("%s: must be 1..%d bytes, got %d", field, MaxNameBytes, len(v))
+	}
+	for i := 0; i < len(v); i++ {
+		if !isNameByte(v[i]) {
+			return invalid("%s: may contain only [-_0-9a-zA-Z], found %q at byte %d", field, v[i], i)
+		}
+	}
+	return nil
+}
+
+// ValidateProcessID checks process_id: 1..128 bytes of printable UTF-8.
+func ValidateProcessID(field, v string) error {
+	if len(v) < 1 || len(v) > MaxProcessIDBytes {
+		return invalid("%s: must be 1..%d bytes, got %d", field, MaxProcessIDBytes, len(v))
+	}
+	if !utf8.ValidString(v) {
+		return invalid("%s: must be valid UTF-8", field)
+	}
+	for i, r := range v {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return invalid("%s: must be printable, found control character %U at byte %d", field, r, i)
+		}
+	}
+	return nil
+}
+
+// ValidateDescription checks a description: at most 1024 bytes of UTF-8.
+func ValidateDescription(field, v string) error {
+	if len(v) > MaxDescriptionBytes {
+		return invalid("%s: must be at most %d bytes, got %d", field, MaxDescriptionBytes, len(v))
+	}
+	if !utf8.ValidString(v) {
+		return invalid("%s: must be valid UTF-8", field)
+	}
+	return nil
+}
+
+// ValidateMetadata checks a metadata map: at most 32 entries, keys 1..128
+// bytes, values at most 256 bytes.
+func ValidateMetadata(field string, md map[string]string) error {
+	if len(md) > MaxMetadataEntries {
+		return invalid("%s: at most %d entries, got %d", field, MaxMetadataEntries, len(md))
+	}
+	for _, k := range sortedKeys(md) {
+		v := md[k]
+		if len(k) < 1 || len(k) > MaxMetadataKeyBytes {
+			return invalid("%s: keys must be 1..%d bytes, got a key of %d bytes", field, MaxMetadataKeyBytes, len(k))
+		}
+		if len(v) > MaxMetadataValBytes {
+			return invalid("%s[%q]: values must be at most %d bytes, got %d", field, k, MaxMetadataValBytes, len(v))
+		}
+	}
+	return nil
+}
+
+// ValidateLeaseID checks the shape of a lease id: "ls_" and at least 20
+// base62 characters (at most 64 bytes in all).
+func ValidateLeaseID(field, v string) error {
+	if len(v) < len(LeaseIDPrefix)+MinLeaseIDRandom || len(v) > MaxLeaseIDBytes || v[:len(LeaseIDPrefix)] != LeaseIDPrefix {
+		return invalid("%s: must be %q followed by %d..%d base62 characters, got %q", field, LeaseIDPrefix, MinLeaseIDRandom, MaxLeaseIDBytes-len(LeaseIDPrefix), truncate(v, 80))
+	}
+	for i := len(LeaseIDPrefix); i < len(v); i++ {
+		if !isBase62(v[i]) {
+			return invalid("%s: must be %q followed by base62 characters, found %q at byte %d", field, LeaseIDPrefix, v[i], i)
+		}
+	}
+	return nil
+}
+
+// ValidatePermits checks permits: 1..max.
+func ValidatePermits(field string, v, max int64) error {
+	if v < 1 || v > max {
+		return invalid("%s: must be 1..%d, got %d", field, max, v)
+	}
+	return nil
+}
+
+// ValidateTTL checks ttl_seconds: 1..max.
+func ValidateTTL(field string, v, max int64) error {
+	if v < 1 || v > max {
+		return invalid("%s: must be 1..%d, got %d", field, max, v)
+	}
+	return nil
+}
+
+// ValidateWeight checks an acquire weight (>= 1).
+func ValidateWeight(field string, v int64) error {
+	if v < 1 {
+		return invalid("%s: must be >= 1, got %d", field, v)
+	}
+	return nil
+}
+
+// ValidateExpectedVersion checks expected_version (>= 1).
+func ValidateExpectedVersion(field string, v int64) error {
+	if v < 1 {
+		return invalid("%s: must be >= 1, got %d", field, v)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return fmt.Sprintf("%s...(%d bytes)", s[:n], len(s))
+}
