@@ -1,8 +1,8 @@
 package fsm
 
 import (
-	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
 // SemKey names a semaphore.

@@ -92,11 +92,11 @@ func ValidateLimit(limit int32) (int, error) {
 type listScope[T any] struct {
 	kind    string
 	tree    *btree.BTreeG[T]
-	start   T                       // the first possible entry of the scope
-	inScope func(T) bool            // false past the scope's end
-	keyOf   func(T) string          // position key of an entry
+	start   T                          // the first possible entry of the scope
+	inScope func(T) bool               // false past the scope's end
+	keyOf   func(T) string             // position key of an entry
 	pivot   func(key string) (T, bool) // an entry placed at key
-	visible func(T) bool            // false for entries to hide (expired)
+	visible func(T) bool               // false for entries to hide (expired)
 }
 
 // page walks the scope from a token. A forward page starts just after the
