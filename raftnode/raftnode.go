@@ -1,0 +1,212 @@
+// Package raftnode wires hashicorp/raft for Grackle: a bbolt log and stable
+// store, a file snapshot store and a TCP transport in the data dir,
+// bootstrap of a new cluster, and leadership notifications. It knows
+// nothing about the API it replicates.
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Peer is one initial member: its node id and Raft address.
+type Peer struct {
+	ID   string
+	Addr string
+}
+
+// Config configures a Raft node.
+type Config struct {
+	NodeID        string
+	DataDir       string
+	BindAddr      string // Raft transport listen address ("host:0" picks a port)
+	AdvertiseAddr string // address peers dial ("" = the bound address)
+
+	// InitialMembers bootstraps a new cluster with these voters when the
+	// data dir holds no Raft state. Empty with Bootstrap set: this node
+	// alone. Ignored when state exists (a restart).
+	InitialMembers []Peer
+	// Bootstrap allows bootstrapping at all; a node started to join a
+	// running cluster must not bootstrap.
+	Bootstrap bool
+
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	SnapshotThreshold  uint64
+	SnapshotInterval   time.Duration
+	TrailingLogs       uint64
+	SnapshotsRetained  int
+
+	FSM    raft.FSM
+	Logger hclog.Logger
+}
+
+// Node is a running Raft member.
+type Node struct {
+	Raft      *raft.Raft
+	Transport *raft.NetworkTransport
+	// LeaderNotify receives true/false on every leadership change of this
+	// node. It is buffered, and the reader must keep draining it (raft
+	// blocks on it otherwise).
+	LeaderNotify <-chan bool
+
+	ID   string
+	Addr raft.ServerAddress
+
+	store *raftboltdb.BoltStore
+}
+
+// ErrBadPeer reports a malformed initial-members entry.
+var ErrBadPeer = errors.New("raftnode: bad peer")
+
+// New opens (or creates) the node's stores and starts Raft.
+func New(cfg Config) (*Node, error) {
+	if cfg.NodeID == "" {
+		return nil, errors.New("raftnode: node id is empty")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("raftnode: data dir: %w", err)
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.Logger = cfg.Logger.Named("raft")
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 256
+	setDur(&rc.HeartbeatTimeout, cfg.HeartbeatTimeout)
+	setDur(&rc.ElectionTimeout, cfg.ElectionTimeout)
+	setDur(&rc.LeaderLeaseTimeout, cfg.LeaderLeaseTimeout)
+	setDur(&rc.CommitTimeout, cfg.CommitTimeout)
+	setDur(&rc.SnapshotInterval, cfg.SnapshotInterval)
+	if cfg.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = cfg.SnapshotThreshold
+	}
+	if cfg.TrailingLogs > 0 {
+		rc.TrailingLogs = cfg.TrailingLogs
+	}
+	if rc.LeaderLeaseTimeout > rc.HeartbeatTimeout {
+		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
+	}
+	notify := make(chan bool, 16)
+	rc.NotifyCh = notify
+
+	// NoFreelistSync keeps the log store's commits small (Consul, rqlite).
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(cfg.DataDir, "raft.db"),
+		BoltOptions: &bolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("raftnode: open raft.db (is another node using %s?): %w", cfg.DataDir, err)
+	}
+	retain := cfg.SnapshotsRetained
+	if retain <= 0 {
+		retain = 2
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, retain, cfg.Logger.Named("snapshots"))
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("raftnode: snapshot store: %w", err)
+	}
+	var adv net.Addr
+	if cfg.AdvertiseAddr != "" {
+		if adv, err = net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr); err != nil {
+			store.Close()
+			return nil, fmt.Errorf("raftnode: advertise address %q: %w", cfg.AdvertiseAddr, err)
+		}
+	}
+	trans, err := raft.NewTCPTransportWithLogger(cfg.BindAddr, adv, 5, 10*time.Second, cfg.Logger.Named("transport"))
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("raftnode: listen on %s: %w", cfg.BindAddr, err)
+	}
+	n := &Node{Transport: trans, LeaderNotify: notify, ID: cfg.NodeID, Addr: trans.LocalAddr(), store: store}
+
+	has, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		n.closeStores()
+		return nil, fmt.Errorf("raftnode: read state: %w", err)
+	}
+	if !has && cfg.Bootstrap {
+		members := cfg.InitialMembers
+		if len(members) == 0 {
+			members = []Peer{{ID: cfg.NodeID, Addr: string(n.Addr)}}
+		}
+		var conf raft.Configuration
+		for _, p := range members {
+			conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+		}
+		if err := raft.BootstrapCluster(rc, store, store, snaps, trans, conf); err != nil {
+			n.closeStores()
+			return nil, fmt.Errorf("raftnode: bootstrap: %w", err)
+		}
+		cfg.Logger.Info("bootstrapped a new cluster", "members", len(members))
+	}
+	r, err := raft.NewRaft(rc, cfg.FSM, store, store, snaps, trans)
+	if err != nil {
+		n.closeStores()
+		return nil, fmt.Errorf("raftnode: start raft: %w", err)
+	}
+	n.Raft = r
+	return n, nil
+}
+
+func setDur(dst *time.Duration, v time.Duration) {
+	if v > 0 {
+		*dst = v
+	}
+}
+
+func (n *Node) closeStores() {
+	n.Transport.Close()
+	n.store.Close()
+}
+
+// Close shuts Raft down and closes the stores.
+func (n *Node) Close() error {
+	err := n.Raft.Shutdown().Error()
+	n.closeStores()
+	return err
+}
+
+// ParsePeers parses "id=raftAddr[=grpcAddr],..." into peers and, in the
+// same order, the gRPC addresses ("" where absent).
+func ParsePeers(s string) ([]Peer, []string, error) {
+	var peers []Peer
+	var grpcAddrs []string
+	seen := map[string]bool{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		parts := strings.Split(item, "=")
+		if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
+			return nil, nil, fmt.Errorf("%w: %q: want id=raftAddr=grpcAddr", ErrBadPeer, item)
+		}
+		if seen[parts[0]] {
+			return nil, nil, fmt.Errorf("%w: node id %q listed twice", ErrBadPeer, parts[0])
+		}
+		seen[parts[0]] = true
+		peers = append(peers, Peer{ID: parts[0], Addr: parts[1]})
+		g := ""
+		if len(parts) == 3 {
+			g = parts[2]
+		}
+		grpcAddrs = append(grpcAddrs, g)
+	}
+	return peers, grpcAddrs, nil
+}

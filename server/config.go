@@ -1,0 +1,68 @@
+// Package server assembles one Grackle node: the Raft node, the state
+// machine, the gRPC API (with reflection and health) and the leader-only
+// work (waiter queues, lease expiry).
+package server
+
+import (
+	"time"
+
+	"github.com/grackle-coord/grackle/fsm"
+)
+
+// Config is everything a node needs. Zero values take the defaults of
+// DefaultConfig.
+type Config struct {
+	NodeID  string // unique, stable node id (default "node1")
+	DataDir string // raft log, stable store, snapshots (default "./grackle-data")
+
+	GRPCAddr string // listen address of the gRPC API (default "127.0.0.1:7420")
+	RaftAddr string // listen address of the Raft transport (default "127.0.0.1:7421")
+	HTTPAddr string // listen address of /healthz and /metrics ("" = off; default "127.0.0.1:7422")
+
+	// Advertised addresses, when they differ from the listen ones (containers).
+	AdvertiseGRPC string
+	AdvertiseRaft string
+
+	// InitialMembers bootstraps a multi-node cluster: every node is started
+	// with the same list "id=raftAddr=grpcAddr,...". Empty: a single node
+	// that bootstraps itself when its data dir is empty.
+	InitialMembers string
+	// Join is the gRPC address of a running member: the node asks the
+	// cluster to add it instead of bootstrapping.
+	Join string
+
+	Limits            fsm.Limits
+	MaxTimeoutSeconds int64 // largest AcquireSemaphore timeout_seconds (default 300)
+
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	SnapshotThreshold  uint64
+	SnapshotInterval   time.Duration
+	TrailingLogs       uint64
+
+	LogLevel string // trace, debug, info, warn, error (default info)
+	LogJSON  bool
+}
+
+// DefaultConfig returns the defaults: a single node on loopback.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:             "node1",
+		DataDir:            "./grackle-data",
+		GRPCAddr:           "127.0.0.1:7420",
+		RaftAddr:           "127.0.0.1:7421",
+		HTTPAddr:           "127.0.0.1:7422",
+		Limits:             fsm.DefaultLimits(),
+		MaxTimeoutSeconds:  300,
+		HeartbeatTimeout:   500 * time.Millisecond,
+		ElectionTimeout:    500 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond,
+		CommitTimeout:      5 * time.Millisecond,
+		SnapshotThreshold:  16384,
+		SnapshotInterval:   30 * time.Second,
+		TrailingLogs:       10240,
+		LogLevel:           "info",
+	}
+}

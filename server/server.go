@@ -1,0 +1,320 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/grackle-coord/grackle/fsm"
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+	"github.com/grackle-coord/grackle/raftnode"
+	"github.com/grackle-coord/grackle/rpc"
+)
+
+// Server is one running node.
+type Server struct {
+	cfg    Config
+	log    hclog.Logger
+	FSM    *fsm.FSM
+	Node   *raftnode.Node
+	API    *rpc.Service
+	grpc   *grpc.Server
+	health *health.Server
+	lis    net.Listener
+	http   *http.Server
+	done   chan struct{}
+}
+
+// fill applies defaults to zero fields.
+func (c Config) fill() Config {
+	d := DefaultConfig()
+	if c.NodeID == "" {
+		c.NodeID = d.NodeID
+	}
+	if c.DataDir == "" {
+		c.DataDir = d.DataDir
+	}
+	if c.GRPCAddr == "" {
+		c.GRPCAddr = d.GRPCAddr
+	}
+	if c.RaftAddr == "" {
+		c.RaftAddr = d.RaftAddr
+	}
+	if c.Limits == (fsm.Limits{}) {
+		c.Limits = d.Limits
+	}
+	if c.MaxTimeoutSeconds == 0 {
+		c.MaxTimeoutSeconds = d.MaxTimeoutSeconds
+	}
+	if c.HeartbeatTimeout == 0 {
+		c.HeartbeatTimeout = d.HeartbeatTimeout
+	}
+	if c.ElectionTimeout == 0 {
+		c.ElectionTimeout = d.ElectionTimeout
+	}
+	if c.LeaderLeaseTimeout == 0 {
+		c.LeaderLeaseTimeout = d.LeaderLeaseTimeout
+	}
+	if c.CommitTimeout == 0 {
+		c.CommitTimeout = d.CommitTimeout
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = d.SnapshotThreshold
+	}
+	if c.SnapshotInterval == 0 {
+		c.SnapshotInterval = d.SnapshotInterval
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = d.TrailingLogs
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = d.LogLevel
+	}
+	return c
+}
+
+// NewLogger returns the node's root logger.
+func NewLogger(cfg Config) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "grackle", Level: hclog.LevelFromString(cfg.LogLevel), JSONFormat: cfg.LogJSON, Output: os.Stderr})
+}
+
+// Start opens the data dir, starts Raft and serves the API. It returns
+// once every listener is bound; Close stops it.
+func Start(cfg Config, log hclog.Logger) (*Server, error) {
+	cfg = cfg.fill()
+	if log == nil {
+		log = NewLogger(cfg)
+	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.InitialMembers != "" && cfg.Join != "" {
+		return nil, errors.New("--initial-members and --join exclude each other")
+	}
+	peers, grpcAddrs, err := raftnode.ParsePeers(cfg.InitialMembers)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
+	lis, err := net.Listen("tcp", cfg.GRPCAddr)
+	if err != nil {
+		return nil, fmt.Errorf("gRPC listen on %s: %w", cfg.GRPCAddr, err)
+	}
+	grpcAdv := cfg.AdvertiseGRPC
+	if grpcAdv == "" {
+		grpcAdv = lis.Addr().String()
+	}
+	initialGRPC := map[string]string{}
+	for i, p := range peers {
+		if grpcAddrs[i] != "" {
+			initialGRPC[p.ID] = grpcAddrs[i]
+		}
+	}
+	if len(peers) > 0 {
+		found := false
+		for _, p := range peers {
+			found = found || p.ID == cfg.NodeID
+		}
+		if !found {
+			lis.Close()
+			return nil, fmt.Errorf("--initial-members does not list this node (%s)", cfg.NodeID)
+		}
+	}
+
+	tmp := filepath.Join(cfg.DataDir, "tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		lis.Close()
+		return nil, err
+	}
+	f := fsm.New(fsm.Options{TempDir: tmp})
+	node, err := raftnode.New(raftnode.Config{
+		NodeID: cfg.NodeID, DataDir: cfg.DataDir, BindAddr: cfg.RaftAddr, AdvertiseAddr: cfg.AdvertiseRaft,
+		InitialMembers: peers, Bootstrap: cfg.Join == "",
+		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
+		CommitTimeout: cfg.CommitTimeout, SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
+		TrailingLogs: cfg.TrailingLogs, FSM: f, Logger: log,
+	})
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	api := rpc.New(rpc.Config{
+		NodeID: cfg.NodeID, GRPCAddress: grpcAdv, RaftAddress: string(node.Addr), InitialGRPC: initialGRPC,
+		Limits: cfg.Limits, MaxTimeoutSeconds: cfg.MaxTimeoutSeconds,
+		LeaseGrace: cfg.ElectionTimeout * 2,
+	}, node.Raft, f, log.Named("rpc"))
+
+	gs := grpc.NewServer()
+	pb.RegisterGrackleServiceServer(gs, api)
+	pb.RegisterClusterServiceServer(gs, api)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+
+	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, grpc: gs, health: hs, lis: lis, done: make(chan struct{})}
+	api.Start(node.LeaderNotify)
+	go func() {
+		if err := gs.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			log.Error("gRPC server stopped", "error", err)
+		}
+	}()
+	go s.watchHealth()
+	if cfg.HTTPAddr != "" {
+		if err := s.startHTTP(); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	log.Info("grackle node started", "node_id", cfg.NodeID, "grpc", lis.Addr().String(), "raft", string(node.Addr),
+		"http", cfg.HTTPAddr, "data_dir", cfg.DataDir)
+	if cfg.Join != "" {
+		go s.join(grpcAdv)
+	}
+	return s, nil
+}
+
+// GRPCAddr is the bound gRPC address.
+func (s *Server) GRPCAddr() string { return s.lis.Addr().String() }
+
+// RaftAddr is the bound Raft address.
+func (s *Server) RaftAddr() string { return string(s.Node.Addr) }
+
+// IsLeader reports whether this node leads.
+func (s *Server) IsLeader() bool { return s.Node.Raft.State() == raft.Leader }
+
+// watchHealth keeps the health service in step with the cluster: SERVING
+// while a leader is known.
+func (s *Server) watchHealth() {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		st := healthpb.HealthCheckResponse_NOT_SERVING
+		if addr, _ := s.Node.Raft.LeaderWithID(); addr != "" {
+			st = healthpb.HealthCheckResponse_SERVING
+		}
+		s.health.SetServingStatus("", st)
+		s.health.SetServingStatus("grackle.v1.GrackleService", st)
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Server) startHTTP() error {
+	lis, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("HTTP listen on %s: %w", s.cfg.HTTPAddr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if addr, _ := s.Node.Raft.LeaderWithID(); addr == "" {
+			http.Error(w, "no leader", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
+		for k, v := range s.Node.Raft.Stats() {
+			fmt.Fprintf(w, "%s %s\n", k, v)
+		}
+		c := s.FSM.Counts()
+		fmt.Fprintf(w, "namespaces %d\nsemaphores %d\nleases %d\nholders %d\n", c.Namespaces, c.Semaphores, c.Leases, c.Holders)
+	})
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go s.http.Serve(lis)
+	return nil
+}
+
+// join asks a running cluster to add this node, retrying until it is in.
+func (s *Server) join(grpcAdv string) {
+	backoff := 200 * time.Millisecond
+	for {
+		select {
+		case <-s.done:
+			return
+		default:
+		}
+		err := func() error {
+			conn, err := grpc.NewClient(s.cfg.Join, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err = pb.NewClusterServiceClient(conn).AddMember(ctx, &pb.AddMemberRequest{
+				NodeId: s.cfg.NodeID, RaftAddress: s.RaftAddr(), GrpcAddress: grpcAdv, Voter: true})
+			return err
+		}()
+		if err == nil {
+			s.log.Info("joined the cluster", "via", s.cfg.Join)
+			return
+		}
+		s.log.Warn("join failed; retrying", "via", s.cfg.Join, "error", err)
+		select {
+		case <-s.done:
+			return
+		case <-time.After(backoff):
+		}
+		if backoff < 5*time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+// Close stops serving and shuts Raft down.
+func (s *Server) Close() error {
+	select {
+	case <-s.done:
+		return nil
+	default:
+	}
+	close(s.done)
+	if s.http != nil {
+		s.http.Close()
+	}
+	s.API.Stop()
+	stopped := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second):
+		s.grpc.Stop()
+	}
+	return s.Node.Close()
+}
+
+// Run starts a node with cfg and serves until ctx is done.
+func Run(ctx context.Context, cfg Config) error {
+	cfg = cfg.fill()
+	log := NewLogger(cfg)
+	s, err := Start(cfg, log)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "grackle: node %s serving gRPC on %s, raft on %s%s\n", cfg.NodeID, s.GRPCAddr(), s.RaftAddr(),
+		map[bool]string{true: ", http on " + cfg.HTTPAddr, false: ""}[cfg.HTTPAddr != ""])
+	<-ctx.Done()
+	log.Info("shutting down")
+	return s.Close()
+}
+
+var _ = strings.TrimSpace

@@ -1,0 +1,228 @@
+// Package servertest starts in-process Grackle clusters (real Raft over TCP
+// on loopback, real gRPC) for tests.
+package servertest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+	"github.com/grackle-coord/grackle/server"
+)
+
+// Cluster is a set of in-process nodes.
+type Cluster struct {
+	t     testing.TB
+	Nodes []*server.Server
+	Cfgs  []server.Config
+	conns map[string]*grpc.ClientConn
+}
+
+// Config returns a test node config: loopback with ephemeral ports,
+// timeouts generous enough for the race detector on 2 cores.
+func Config(t testing.TB, id string) server.Config {
+	cfg := server.DefaultConfig()
+	cfg.NodeID = id
+	cfg.DataDir = t.TempDir()
+	cfg.GRPCAddr = "127.0.0.1:0"
+	cfg.RaftAddr = "127.0.0.1:0"
+	cfg.HTTPAddr = ""
+	cfg.HeartbeatTimeout = 300 * time.Millisecond
+	cfg.ElectionTimeout = 300 * time.Millisecond
+	cfg.LeaderLeaseTimeout = 150 * time.Millisecond
+	cfg.LogLevel = "warn"
+	return cfg
+}
+
+// Logger routes a node's logs to t.Log.
+func Logger(t testing.TB, id string) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: testWriter{t}})
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// Start starts n nodes: the first bootstraps alone, the others join it.
+func Start(t testing.TB, n int, tweak func(*server.Config)) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, conns: map[string]*grpc.ClientConn{}}
+	t.Cleanup(c.Close)
+	for i := 0; i < n; i++ {
+		cfg := Config(t, fmt.Sprintf("node%d", i+1))
+		if i > 0 {
+			cfg.Join = c.Nodes[0].GRPCAddr()
+		}
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		c.StartNode(cfg)
+		if i == 0 {
+			c.WaitLeader()
+		}
+	}
+	c.WaitMembers(n)
+	return c
+}
+
+// StartNode starts one more node with cfg (also to restart a stopped one).
+func (c *Cluster) StartNode(cfg server.Config) *server.Server {
+	c.t.Helper()
+	s, err := server.Start(cfg, Logger(c.t, cfg.NodeID))
+	if err != nil {
+		c.t.Fatalf("start %s: %v", cfg.NodeID, err)
+	}
+	for i, x := range c.Cfgs {
+		if x.NodeID == cfg.NodeID {
+			c.Nodes[i], c.Cfgs[i] = s, cfg
+			return s
+		}
+	}
+	c.Nodes = append(c.Nodes, s)
+	c.Cfgs = append(c.Cfgs, cfg)
+	return s
+}
+
+// Eventually polls cond until it holds or the generous deadline passes.
+func Eventually(t testing.TB, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// WaitLeader waits until some running node leads and has a ready API,
+// and returns its index.
+func (c *Cluster) WaitLeader() int {
+	c.t.Helper()
+	idx := -1
+	Eventually(c.t, "a leader", 20*time.Second, func() bool {
+		for i, s := range c.Nodes {
+			if s != nil && s.IsLeader() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_, err := c.Client(i).ListNamespaces(ctx, &pb.ListNamespacesRequest{})
+				cancel()
+				if err == nil {
+					idx = i
+					return true
+				}
+			}
+		}
+		return false
+	})
+	return idx
+}
+
+// WaitMembers waits until the leader's configuration has n members and
+// every running node knows a leader.
+func (c *Cluster) WaitMembers(n int) {
+	c.t.Helper()
+	Eventually(c.t, fmt.Sprintf("%d members", n), 30*time.Second, func() bool {
+		li := -1
+		for i, s := range c.Nodes {
+			if s != nil && s.IsLeader() {
+				li = i
+			}
+		}
+		if li < 0 {
+			return false
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		st, err := c.ClusterClient(li).GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
+		if err != nil || len(st.Members) != n {
+			return false
+		}
+		for i, s := range c.Nodes {
+			if s == nil {
+				continue
+			}
+			st, err := c.ClusterClient(i).GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
+			if err != nil || st.LeaderAddress == "" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (c *Cluster) conn(i int) *grpc.ClientConn {
+	addr := c.Nodes[i].GRPCAddr()
+	if cc, ok := c.conns[addr]; ok {
+		return cc
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.conns[addr] = cc
+	return cc
+}
+
+// Client is a GrackleService client connected to node i.
+func (c *Cluster) Client(i int) pb.GrackleServiceClient { return pb.NewGrackleServiceClient(c.conn(i)) }
+
+// ClusterClient is a ClusterService client connected to node i.
+func (c *Cluster) ClusterClient(i int) pb.ClusterServiceClient {
+	return pb.NewClusterServiceClient(c.conn(i))
+}
+
+// Conn is the raw connection to node i.
+func (c *Cluster) Conn(i int) *grpc.ClientConn { return c.conn(i) }
+
+// Leader returns the index of the node that currently leads (-1: none).
+func (c *Cluster) Leader() int {
+	for i, s := range c.Nodes {
+		if s != nil && s.IsLeader() {
+			return i
+		}
+	}
+	return -1
+}
+
+// Follower returns the index of some running non-leader (-1: none).
+func (c *Cluster) Follower() int {
+	for i, s := range c.Nodes {
+		if s != nil && !s.IsLeader() {
+			return i
+		}
+	}
+	return -1
+}
+
+// StopNode stops node i (its data dir stays, for a restart).
+func (c *Cluster) StopNode(i int) {
+	if s := c.Nodes[i]; s != nil {
+		if cc, ok := c.conns[s.GRPCAddr()]; ok {
+			cc.Close()
+			delete(c.conns, s.GRPCAddr())
+		}
+		s.Close()
+		c.Nodes[i] = nil
+	}
+}
+
+// Close stops every node.
+func (c *Cluster) Close() {
+	for _, cc := range c.conns {
+		cc.Close()
+	}
+	c.conns = map[string]*grpc.ClientConn{}
+	for i := range c.Nodes {
+		c.StopNode(i)
+	}
+}
