@@ -52,7 +52,10 @@ func (s *Service) CreateNamespace(ctx context.Context, r *pb.CreateNamespaceRequ
 	}
 	res, err := s.write(ctx, &fsmpb.Command{Op: &fsmpb.Command_CreateNamespace{CreateNamespace: &fsmpb.CreateNamespace{
 		Name: r.Name, Description: r.Description, Metadata: r.Metadata}}},
-		func(ctx context.Context, c pb.GrackleServiceClient) (e error) { out, e = c.CreateNamespace(ctx, r); return })
+		func(ctx context.Context, c pb.GrackleServiceClient) (e error) {
+			out, e = c.CreateNamespace(ctx, r)
+			return
+		})
 	if res == nil || err != nil {
 		return out, err
 	}
@@ -63,7 +66,10 @@ func (s *Service) GetNamespace(ctx context.Context, r *pb.GetNamespaceRequest) (
 	if err := firstInvalid(fsm.ValidateName("namespace_name", r.NamespaceName)); err != nil {
 		return nil, err
 	}
-	err = s.read(ctx, func(ctx context.Context, c pb.GrackleServiceClient) (e error) { out, e = c.GetNamespace(ctx, r); return },
+	err = s.read(ctx, func(ctx context.Context, c pb.GrackleServiceClient) (e error) {
+		out, e = c.GetNamespace(ctx, r)
+		return
+	},
 		func(int64) error {
 			ns, e := s.fsm.GetNamespace(r.NamespaceName)
 			out = &pb.GetNamespaceResponse{Namespace: ns}
@@ -76,7 +82,10 @@ func (s *Service) ListNamespaces(ctx context.Context, r *pb.ListNamespacesReques
 	if err := checkLimit(r.Limit); err != nil {
 		return nil, err
 	}
-	err = s.read(ctx, func(ctx context.Context, c pb.GrackleServiceClient) (e error) { out, e = c.ListNamespaces(ctx, r); return },
+	err = s.read(ctx, func(ctx context.Context, c pb.GrackleServiceClient) (e error) {
+		out, e = c.ListNamespaces(ctx, r)
+		return
+	},
 		func(int64) error {
 			p, e := s.fsm.ListNamespaces(r.Limit, r.PaginationToken)
 			out = &pb.ListNamespacesResponse{Namespaces: p.Items, NextPaginationToken: p.Next, PreviousPaginationToken: p.Previous}
@@ -92,7 +101,10 @@ func (s *Service) UpdateNamespace(ctx context.Context, r *pb.UpdateNamespaceRequ
 	}
 	res, err := s.write(ctx, &fsmpb.Command{Op: &fsmpb.Command_UpdateNamespace{UpdateNamespace: &fsmpb.UpdateNamespace{
 		Name: r.NamespaceName, Description: r.Description, Metadata: r.Metadata, ExpectedVersion: r.ExpectedVersion}}},
-		func(ctx context.Context, c pb.GrackleServiceClient) (e error) { out, e = c.UpdateNamespace(ctx, r); return })
+		func(ctx context.Context, c pb.GrackleServiceClient) (e error) {
+			out, e = c.UpdateNamespace(ctx, r)
+			return
+		})
 	if res == nil || err != nil {
 		return out, err
 	}
@@ -104,7 +116,10 @@ func (s *Service) DeleteNamespace(ctx context.Context, r *pb.DeleteNamespaceRequ
 		return nil, err
 	}
 	res, err := s.write(ctx, &fsmpb.Command{Op: &fsmpb.Command_DeleteNamespace{DeleteNamespace: &fsmpb.DeleteNamespace{Name: r.NamespaceName}}},
-		func(ctx context.Context, c pb.GrackleServiceClient) (e error) { out, e = c.DeleteNamespace(ctx, r); return })
+		func(ctx context.Context, c pb.GrackleServiceClient) (e error) {
+			out, e = c.DeleteNamespace(ctx, r)
+			return
+		})
 	if res == nil || err != nil {
 		return out, err
 	}
@@ -121,7 +136,10 @@ func (s *Service) CreateSemaphore(ctx context.Context, r *pb.CreateSemaphoreRequ
 	}
 	res, err := s.write(ctx, &fsmpb.Command{Op: &fsmpb.Command_CreateSemaphore{CreateSemaphore: &fsmpb.CreateSemaphore{
 		NamespaceName: r.NamespaceName, Name: r.SemaphoreName, Description: r.Description, Permits: r.Permits, Metadata: r.Metadata}}},
-		func(ctx context.Context, c pb.GrackleServiceClient) (e error) { out, e = c.CreateSemaphore(ctx, r); return })
+		func(ctx context.Context, c pb.GrackleServiceClient) (e error) {
+			out, e = c.CreateSemaphore(ctx, r)
+			return
+		})
 	if res == nil || err != nil {
 		return out, err
 	}
@@ -132,7 +150,10 @@ func (s *Service) GetSemaphore(ctx context.Context, r *pb.GetSemaphoreRequest) (
 	if err := firstInvalid(fsm.ValidateName("namespace_name", r.NamespaceName), fsm.ValidateName("semaphore_name", r.SemaphoreName)); err != nil {
 		return nil, err
 	}
-	err = s.read(ctx, func(ctx context.Context, c pb.GrackleServiceClient) (e error) { out, e = c.GetSemaphore(ctx, r); return },
+	err = s.read(ctx, func(ctx context.Context, c pb.GrackleServiceClient) (e error) {
+		out, e = c.GetSemaphore(ctx, r)
+		return
+	},
 		func(now int64) error {
 			sem, e := s.fsm.GetSemaphore(r.NamespaceName, r.SemaphoreName, now)
 			out = &pb.GetSemaphoreResponse{Semaphore: sem}
@@ -145,7 +166,10 @@ func (s *Service) ListSemaphores(ctx context.Context, r *pb.ListSemaphoresReques
 	if err := firstInvalid(fsm.ValidateName("namespace_name", r.NamespaceName), checkLimit(r.Limit)); err != nil {
 		return nil, err
 	}
-	err = s.read(ctx, func(ctx context.Context, c pb.GrackleServiceClient) (e error) { out, e = c.ListSemaphores(ctx, r); return },
+	err = s.read(ctx, func(ctx context.Context, c pb.GrackleServiceClient) (e error) {
+		out, e = c.ListSemaphores(ctx, r)
+		return
+	},
 		func(now int64) error {
 			p, e := s.fsm.ListSemaphores(r.NamespaceName, r.Limit, r.PaginationToken, now)
 			out = &pb.ListSemaphoresResponse{Semaphores: p.Items, NextPaginationToken: p.Next, PreviousPaginationToken: p.Previous}
@@ -192,7 +216,10 @@ func (s *Service) DeleteSemaphore(ctx context.Context, r *pb.DeleteSemaphoreRequ
 	}
 	res, err := s.write(ctx, &fsmpb.Command{Op: &fsmpb.Command_DeleteSemaphore{DeleteSemaphore: &fsmpb.DeleteSemaphore{
 		NamespaceName: r.NamespaceName, Name: r.SemaphoreName}}},
-		func(ctx context.Context, c pb.GrackleServiceClient) (e error) { out, e = c.DeleteSemaphore(ctx, r); return })
+		func(ctx context.Context, c pb.GrackleServiceClient) (e error) {
+			out, e = c.DeleteSemaphore(ctx, r)
+			return
+		})
 	if res == nil || err != nil {
 		return out, err
 	}
@@ -204,7 +231,10 @@ func (s *Service) ListSemaphoreHolders(ctx context.Context, r *pb.ListSemaphoreH
 		checkLimit(r.Limit)); err != nil {
 		return nil, err
 	}
-	err = s.read(ctx, func(ctx context.Context, c pb.GrackleServiceClient) (e error) { out, e = c.ListSemaphoreHolders(ctx, r); return },
+	err = s.read(ctx, func(ctx context.Context, c pb.GrackleServiceClient) (e error) {
+		out, e = c.ListSemaphoreHolders(ctx, r)
+		return
+	},
 		func(now int64) error {
 			p, e := s.fsm.ListSemaphoreHolders(r.NamespaceName, r.SemaphoreName, r.Limit, r.PaginationToken, now)
 			out = &pb.ListSemaphoreHoldersResponse{Holders: p.Items, NextPaginationToken: p.Next, PreviousPaginationToken: p.Previous}
@@ -361,7 +391,10 @@ func (s *Service) CreateSemaphoreLease(ctx context.Context, r *pb.CreateSemaphor
 	}
 	res, err := s.write(ctx, &fsmpb.Command{Op: &fsmpb.Command_CreateLease{CreateLease: &fsmpb.CreateLease{
 		NamespaceName: r.NamespaceName, LeaseId: newLeaseID(), ProcessId: r.ProcessId, TtlSeconds: r.TtlSeconds}}},
-		func(ctx context.Context, c pb.GrackleServiceClient) (e error) { out, e = c.CreateSemaphoreLease(ctx, r); return })
+		func(ctx context.Context, c pb.GrackleServiceClient) (e error) {
+			out, e = c.CreateSemaphoreLease(ctx, r)
+			return
+		})
 	if res == nil || err != nil {
 		return out, err
 	}
@@ -372,7 +405,10 @@ func (s *Service) GetSemaphoreLease(ctx context.Context, r *pb.GetSemaphoreLease
 	if err := firstInvalid(fsm.ValidateName("namespace_name", r.NamespaceName), fsm.ValidateLeaseID("lease_id", r.LeaseId)); err != nil {
 		return nil, err
 	}
-	err = s.read(ctx, func(ctx context.Context, c pb.GrackleServiceClient) (e error) { out, e = c.GetSemaphoreLease(ctx, r); return },
+	err = s.read(ctx, func(ctx context.Context, c pb.GrackleServiceClient) (e error) {
+		out, e = c.GetSemaphoreLease(ctx, r)
+		return
+	},
 		func(now int64) error {
 			l, e := s.fsm.GetSemaphoreLease(r.NamespaceName, r.LeaseId, now)
 			out = &pb.GetSemaphoreLeaseResponse{Lease: l}
@@ -388,7 +424,10 @@ func (s *Service) RefreshSemaphoreLease(ctx context.Context, r *pb.RefreshSemaph
 	}
 	res, err := s.write(ctx, &fsmpb.Command{Op: &fsmpb.Command_RefreshLease{RefreshLease: &fsmpb.RefreshLease{
 		NamespaceName: r.NamespaceName, LeaseId: r.LeaseId, TtlSeconds: r.TtlSeconds}}},
-		func(ctx context.Context, c pb.GrackleServiceClient) (e error) { out, e = c.RefreshSemaphoreLease(ctx, r); return })
+		func(ctx context.Context, c pb.GrackleServiceClient) (e error) {
+			out, e = c.RefreshSemaphoreLease(ctx, r)
+			return
+		})
 	if res == nil || err != nil {
 		return out, err
 	}
@@ -432,7 +471,10 @@ func (s *Service) ListSemaphoreLeases(ctx context.Context, r *pb.ListSemaphoreLe
 			return nil, err
 		}
 	}
-	err = s.read(ctx, func(ctx context.Context, c pb.GrackleServiceClient) (e error) { out, e = c.ListSemaphoreLeases(ctx, r); return },
+	err = s.read(ctx, func(ctx context.Context, c pb.GrackleServiceClient) (e error) {
+		out, e = c.ListSemaphoreLeases(ctx, r)
+		return
+	},
 		func(now int64) error {
 			p, e := s.fsm.ListSemaphoreLeases(r.NamespaceName, r.ProcessId, r.Limit, r.PaginationToken, now)
 			out = &pb.ListSemaphoreLeasesResponse{Leases: p.Items, NextPaginationToken: p.Next, PreviousPaginationToken: p.Previous}

@@ -267,3 +267,15 @@ func (q *queues) failAll(errFor func(*waiter) error) {
 		}
 	}
 }
+
+// QueueLen is the number of calls waiting on a semaphore on this node (0
+// unless it leads). Tests use it to wait for a known queue order.
+func (s *Service) QueueLen(ns, sem string) int {
+	ls := s.leader.Load()
+	if ls == nil {
+		return 0
+	}
+	ls.q.mu.Lock()
+	defer ls.q.mu.Unlock()
+	return len(ls.q.bySem[fsm.SemKey{Namespace: ns, Semaphore: sem}])
+}
