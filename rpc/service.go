@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"math/big"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -191,6 +192,9 @@ func (s *Service) leaderInfo() (string, string) {
 
 const forwardedKey = "grackle-forwarded"
 
+// RaftIndexKey is the response header that carries a write's Raft index.
+const RaftIndexKey = "grackle-raft-index"
+
 // route decides where a call runs. It returns (nil, ls, nil) when this
 // node is the leader and ready; a client for the leader when the call must
 // be forwarded; or an Unavailable error.
@@ -269,6 +273,10 @@ func (s *Service) apply(ctx context.Context, ls *leaderState, cmd *fsmpb.Command
 		ls.q.observe(res)
 		ls.kickExpiry()
 	}
+	// Like etcd's response header revision: the commit position of the
+	// write, for clients that order events (benchmarks, checkers). Absent
+	// on calls that were forwarded from a follower.
+	_ = grpc.SetHeader(ctx, metadata.Pairs(RaftIndexKey, strconv.FormatUint(res.Index, 10)))
 	return res, nil
 }
 
