@@ -1,0 +1,144 @@
+package main
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want map[string]string
+		err  string
+	}{
+		{in: nil, want: nil},
+		{in: []string{"team=payments"}, want: map[string]string{"team": "payments"}},
+		{in: []string{"a=1", "b=x=y,z", "c="}, want: map[string]string{"a": "1", "b": "x=y,z", "c": ""}},
+		{in: []string{"novalue"}, err: `metadata: want key=value, got "novalue"`},
+		{in: []string{"=v"}, err: `metadata: empty key in "=v"`},
+		{in: []string{"k=1", "k=2"}, err: `metadata: key "k" given twice`},
+	} {
+		got, err := parseMetadata(tc.in)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("%q: err %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%q: got %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestEnvName(t *testing.T) {
+	if got := envName("max-semaphores-per-namespace"); got != "GRACKLE_MAX_SEMAPHORES_PER_NAMESPACE" {
+		t.Errorf("got %q", got)
+	}
+}
+
+// Bad input never reaches the network: one line on stderr, exit 2. The
+// endpoint is a port nothing listens on, so a call would fail with exit 1.
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		env    map[string]string
+		stderr string
+	}{
+		{[]string{"semaphore", "create", "third_parties", "partner_1", "--permits", "0"},
+			nil, "grackle: semaphore create: permits: must be at least 1, got 0"},
+		{[]string{"semaphore", "create", "third_parties", "partner_1"},
+			nil, "grackle: semaphore create: --permits is required (at least 1)"},
+		{[]string{"semaphore", "create", "third_parties"},
+			nil, "grackle: semaphore create: want arguments NAMESPACE SEMAPHORE, got 1"},
+		{[]string{"semaphore", "create", "", "partner_1", "--permits", "1"},
+			nil, "grackle: semaphore create: NAMESPACE: must not be empty"},
+		{[]string{"semaphore", "create", "ns", "s", "--permits", "many"},
+			nil, `grackle: semaphore create: invalid argument "many" for "--permits" flag: strconv.ParseInt: parsing "many": invalid syntax`},
+		{[]string{"semaphore", "acquire", "ns", "s"},
+			nil, "grackle: semaphore acquire: --lease is required (create one with: grackle lease create ns --process-id ...)"},
+		{[]string{"semaphore", "acquire", "ns", "s", "--lease", "ls_x", "--weight", "0"},
+			nil, "grackle: semaphore acquire: weight: must be at least 1, got 0"},
+		{[]string{"semaphore", "acquire", "ns", "s", "--lease", "ls_x", "--timeout", "-1"},
+			nil, "grackle: semaphore acquire: timeout: must be 0 or more seconds, got -1"},
+		{[]string{"semaphore", "release", "ns", "s"},
+			nil, "grackle: semaphore release: --lease is required"},
+		{[]string{"semaphore", "update", "ns", "s"},
+			nil, "grackle: semaphore update: nothing to update: give --permits, --description, --metadata or --clear-metadata"},
+		{[]string{"semaphore", "update", "ns", "s", "--metadata", "a=1", "--clear-metadata"},
+			nil, "grackle: semaphore update: --metadata and --clear-metadata exclude each other"},
+		{[]string{"namespace", "update", "ns", "--description", "d", "--expected-version", "0"},
+			nil, "grackle: namespace update: expected-version: must be at least 1, got 0"},
+		{[]string{"namespace", "create", "ns", "--metadata", "oops"},
+			nil, `grackle: namespace create: metadata: want key=value, got "oops"`},
+		{[]string{"namespace", "list", "--limit", "251"},
+			nil, "grackle: namespace list: limit: must be 0..250 (0 = server default), got 251"},
+		{[]string{"namespace", "list", "extra"},
+			nil, `grackle: namespace list: takes no arguments, got "extra"`},
+		{[]string{"namespace", "frobnicate"},
+			nil, `grackle: namespace: unknown command "frobnicate" (see grackle namespace --help)`},
+		{[]string{"frobnicate"},
+			nil, `grackle: unknown command "frobnicate" for "grackle"`},
+		{[]string{"lease", "create", "ns"},
+			nil, "grackle: lease create: --process-id is required (any label of the caller, e.g. host-123/pid-4567)"},
+		{[]string{"lease", "create", "ns", "--process-id", "p", "--ttl", "0"},
+			nil, "grackle: lease create: ttl: must be at least 1 second, got 0"},
+		{[]string{"lease", "list", "ns", "--bogus"},
+			nil, "grackle: lease list: unknown flag: --bogus"},
+		{[]string{"lease", "get", "ns", "ls_x", "-o", "yaml"},
+			nil, `grackle: lease get: output: must be table, json or id, got "yaml"`},
+		{[]string{"lease", "get", "ns", "ls_x"},
+			map[string]string{"GRACKLE_OUTPUT": "xml"}, `grackle: lease get: output: must be table, json or id, got "xml"`},
+		{[]string{"lease", "get", "ns", "ls_x"},
+			map[string]string{"GRACKLE_TIMEOUT": "soon"}, `grackle: lease get: GRACKLE_TIMEOUT: invalid argument "soon" for "--timeout" flag: time: invalid duration "soon"`},
+		{[]string{"lease", "get", "ns", "ls_x", "--timeout", "0s"},
+			nil, "grackle: lease get: timeout: must be positive, got 0s"},
+		{[]string{"cluster", "add", "n4", "--grpc-addr", "h:1"},
+			nil, "grackle: cluster add: --raft-addr is required"},
+		{[]string{"cluster", "transfer", "a", "b"},
+			nil, "grackle: cluster transfer: want at most one argument NODE_ID, got 2"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			args := append(tc.args, "--endpoints", "127.0.0.1:1")
+			r := runCLI(t, tc.env, args...)
+			if r.code != exitUsage || r.stderr != tc.stderr+"\n" || r.stdout != "" {
+				t.Fatalf("code %d (want 2)\nstderr %q\n  want %q\nstdout %q", r.code, r.stderr, tc.stderr+"\n", r.stdout)
+			}
+		})
+	}
+}
+
+func TestHelpIsNotAnError(t *testing.T) {
+	for _, args := range [][]string{{}, {"--help"}, {"semaphore"}, {"semaphore", "acquire", "--help"}, {"server", "-h"}} {
+		r := runCLI(t, nil, args...)
+		if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "Usage:") {
+			t.Errorf("%q: code %d stderr %q stdout %.80q", args, r.code, r.stderr, r.stdout)
+		}
+	}
+	r := runCLI(t, nil, "semaphore", "acquire", "--help")
+	for _, s := range []string{"--lease", "--weight", "--timeout int", "--metadata", "--endpoints", "-o, --output"} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("acquire --help lacks %q:\n%s", s, r.stdout)
+		}
+	}
+}
+
+// Every RPC of the API has its command.
+func TestCommandTree(t *testing.T) {
+	a := &app{}
+	root := a.rootCmd()
+	for _, path := range []string{
+		"server",
+		"namespace create", "namespace get", "namespace list", "namespace update", "namespace delete",
+		"semaphore create", "semaphore get", "semaphore list", "semaphore update", "semaphore delete",
+		"semaphore acquire", "semaphore release", "semaphore holders",
+		"lease create", "lease get", "lease refresh", "lease revoke", "lease list",
+		"cluster status", "cluster add", "cluster remove", "cluster transfer",
+	} {
+		cmd, rest, err := root.Find(strings.Fields(path))
+		if err != nil || len(rest) != 0 || cmd.CommandPath() != "grackle "+path {
+			t.Errorf("%q: found %q rest %q err %v", path, cmd.CommandPath(), rest, err)
+		}
+	}
+}

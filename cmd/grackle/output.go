@@ -1,0 +1,418 @@
+package main
+
+// Output: -o table (aligned, for people), -o json (protojson with proto
+// field names, one object per call, for scripts), -o id (identifiers only,
+// one a line).
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+)
+
+// view is what a command prints.
+type view struct {
+	msg   proto.Message     // -o json: the whole response
+	table func(t *tableOut) // -o table
+	ids   []string          // -o id: one a line
+	next  string            // next pagination token, if any
+	done  string            // -o table: a line for responses without content (deletes)
+}
+
+// show prints v in the format chosen with -o.
+func (a *app) show(v view) error {
+	return render(a.stdout, a.stderr, a.output, a.now(), v)
+}
+
+func render(stdout, stderr io.Writer, format string, now time.Time, v view) error {
+	switch format {
+	case "json":
+		return writeJSON(stdout, v.msg)
+	case "id":
+		for _, id := range v.ids {
+			fmt.Fprintln(stdout, id)
+		}
+		if v.next != "" {
+			fmt.Fprintf(stderr, "next page: --page-token %s\n", v.next)
+		}
+		return nil
+	default:
+		t := &tableOut{w: stdout, now: now}
+		if v.table != nil {
+			v.table(t)
+		}
+		if v.done != "" {
+			fmt.Fprintln(stdout, v.done)
+		}
+		if v.next != "" {
+			fmt.Fprintf(stdout, "\nnext page: --page-token %s\n", v.next)
+		}
+		return nil
+	}
+}
+
+// jsonOptions: proto field names (namespace_name, lease_id, ...) and every
+// field present, so that `jq .semaphore.active_holds` never yields null.
+// As in any protojson, int64 fields are JSON strings and enums are names.
+var jsonOptions = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
+
+// writeJSON writes m as one indented JSON object. protojson's own spacing
+// is deliberately unstable, so it is re-indented with encoding/json.
+func writeJSON(w io.Writer, m proto.Message) error {
+	b, err := jsonOptions.Marshal(m)
+	if err != nil {
+		return &exitError{code: exitCallFailed, msg: "encoding json: " + err.Error()}
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, b, "", "  "); err != nil {
+		return &exitError{code: exitCallFailed, msg: "encoding json: " + err.Error()}
+	}
+	buf.WriteByte('\n')
+	_, err = w.Write(buf.Bytes())
+	return err
+}
+
+// tableOut writes aligned blocks: key/value blocks for one entity, column
+// tables for lists. Blocks are separated by a blank line.
+type tableOut struct {
+	w      io.Writer
+	now    time.Time
+	blocks int
+}
+
+func (t *tableOut) sep() {
+	if t.blocks > 0 {
+		fmt.Fprintln(t.w)
+	}
+	t.blocks++
+}
+
+// kv writes "Key:  value" rows.
+func (t *tableOut) kv(rows ...[2]string) {
+	t.sep()
+	tw := tabwriter.NewWriter(t.w, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s:\t%s\n", r[0], cell(r[1]))
+	}
+	tw.Flush()
+}
+
+// table writes a header and rows in aligned columns.
+func (t *tableOut) table(header []string, rows [][]string) {
+	t.sep()
+	tw := tabwriter.NewWriter(t.w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		cs := make([]string, len(r))
+		for i, c := range r {
+			cs[i] = cell(c)
+		}
+		fmt.Fprintln(tw, strings.Join(cs, "\t"))
+	}
+	tw.Flush()
+}
+
+// cell keeps a value on one line and out of the column separators.
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '\t' || r == '\n' || r == '\r' {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// truncate shortens s to n runes for list columns.
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// fmtTime renders a nanosecond timestamp as RFC 3339 UTC plus how long ago
+// (or how soon) it is: "2023-09-27T14:50:39Z (3m12s ago)".
+func fmtTime(ns int64, now time.Time) string {
+	if ns == 0 {
+		return "-"
+	}
+	t := time.Unix(0, ns).UTC()
+	return t.Format(time.RFC3339) + " (" + relative(t, now) + ")"
+}
+
+func relative(t, now time.Time) string {
+	if d := now.Sub(t); d >= 0 {
+		return humanDuration(d) + " ago"
+	} else {
+		return "in " + humanDuration(-d)
+	}
+}
+
+// humanDuration is a short, coarse duration: 250ms, 45s, 3m12s, 5h03m, 2d04h.
+func humanDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", d/time.Second)
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", d/time.Minute, (d%time.Minute)/time.Second)
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh%02dm", d/time.Hour, (d%time.Hour)/time.Minute)
+	default:
+		return fmt.Sprintf("%dd%02dh", d/(24*time.Hour), (d%(24*time.Hour))/time.Hour)
+	}
+}
+
+// fmtMetadata renders a map as "k1=v1, k2=v2" in key order.
+func fmtMetadata(m map[string]string) string {
+	if len(m) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// outcomeName is ACQUIRED for ACQUIRE_OUTCOME_ACQUIRED.
+func outcomeName(o pb.AcquireOutcome) string {
+	return strings.TrimPrefix(o.String(), "ACQUIRE_OUTCOME_")
+}
+
+// ---- entities ----
+
+func namespaceKV(ns *pb.Namespace, now time.Time) [][2]string {
+	return [][2]string{
+		{"Name", ns.GetName()},
+		{"Description", ns.GetDescription()},
+		{"Metadata", fmtMetadata(ns.GetMetadata())},
+		{"Version", itoa(ns.GetVersion())},
+		{"Created", fmtTime(ns.GetCreatedAt(), now)},
+		{"Updated", fmtTime(ns.GetUpdatedAt(), now)},
+	}
+}
+
+func semaphoreKV(s *pb.Semaphore, now time.Time) [][2]string {
+	return [][2]string{
+		{"Name", s.GetName()},
+		{"Description", s.GetDescription()},
+		{"Permits", itoa(s.GetPermits())},
+		{"Active holds", fmt.Sprintf("%d (%d free)", s.GetActiveHolds(), s.GetPermits()-s.GetActiveHolds())},
+		{"Holders", itoa(s.GetActiveHoldersCount())},
+		{"Metadata", fmtMetadata(s.GetMetadata())},
+		{"Version", itoa(s.GetVersion())},
+		{"Created", fmtTime(s.GetCreatedAt(), now)},
+		{"Updated", fmtTime(s.GetUpdatedAt(), now)},
+		{"Last activity", fmtTime(s.GetLastActivityAt(), now)},
+	}
+}
+
+func leaseKV(l *pb.SemaphoreLease, now time.Time) [][2]string {
+	return [][2]string{
+		{"Lease ID", l.GetLeaseId()},
+		{"Process ID", l.GetProcessId()},
+		{"TTL", fmt.Sprintf("%ds", l.GetTtlSeconds())},
+		{"Created", fmtTime(l.GetCreatedAt(), now)},
+		{"Expires", fmtTime(l.GetExpiresAt(), now)},
+	}
+}
+
+func namespaceView(resp proto.Message, ns *pb.Namespace) view {
+	return view{
+		msg:   resp,
+		ids:   []string{ns.GetName()},
+		table: func(t *tableOut) { t.kv(namespaceKV(ns, t.now)...) },
+	}
+}
+
+func semaphoreView(resp proto.Message, s *pb.Semaphore) view {
+	return view{
+		msg:   resp,
+		ids:   []string{s.GetName()},
+		table: func(t *tableOut) { t.kv(semaphoreKV(s, t.now)...) },
+	}
+}
+
+func leaseView(resp proto.Message, l *pb.SemaphoreLease) view {
+	return view{
+		msg:   resp,
+		ids:   []string{l.GetLeaseId()},
+		table: func(t *tableOut) { t.kv(leaseKV(l, t.now)...) },
+	}
+}
+
+// doneView is the output of a call with an empty response.
+func doneView(resp proto.Message, what string) view {
+	return view{msg: resp, done: what}
+}
+
+func acquireView(r *pb.AcquireSemaphoreResponse) view {
+	v := view{msg: r}
+	if h := r.GetHolder(); h != nil && r.GetOutcome() == pb.AcquireOutcome_ACQUIRE_OUTCOME_ACQUIRED {
+		v.ids = []string{strconv.FormatUint(h.GetFencingToken(), 10)}
+	}
+	v.table = func(t *tableOut) {
+		rows := [][2]string{{"Outcome", outcomeName(r.GetOutcome())}}
+		if h := r.GetHolder(); h != nil {
+			rows = append(rows,
+				[2]string{"Fencing token", strconv.FormatUint(h.GetFencingToken(), 10)},
+				[2]string{"Lease ID", h.GetLeaseId()},
+				[2]string{"Process ID", h.GetProcessId()},
+				[2]string{"Weight", itoa(h.GetWeight())},
+				[2]string{"Locked", fmtTime(h.GetLockedAt(), t.now)},
+				[2]string{"Expires", fmtTime(h.GetExpiresAt(), t.now)},
+				[2]string{"Holder metadata", fmtMetadata(h.GetMetadata())},
+			)
+		}
+		if s := r.GetSemaphore(); s != nil {
+			rows = append(rows,
+				[2]string{"Semaphore", s.GetName()},
+				[2]string{"Permits", itoa(s.GetPermits())},
+				[2]string{"Active holds", fmt.Sprintf("%d (%d free)", s.GetActiveHolds(), s.GetPermits()-s.GetActiveHolds())},
+				[2]string{"Holders", itoa(s.GetActiveHoldersCount())},
+			)
+		}
+		t.kv(rows...)
+	}
+	return v
+}
+
+// ---- lists ----
+
+func namespacesView(r *pb.ListNamespacesResponse) view {
+	v := view{msg: r, next: r.GetNextPaginationToken()}
+	for _, ns := range r.GetNamespaces() {
+		v.ids = append(v.ids, ns.GetName())
+	}
+	v.table = func(t *tableOut) {
+		var rows [][]string
+		for _, ns := range r.GetNamespaces() {
+			rows = append(rows, []string{ns.GetName(), itoa(ns.GetVersion()), truncate(ns.GetDescription(), 40),
+				truncate(fmtMetadata(ns.GetMetadata()), 40), fmtTime(ns.GetCreatedAt(), t.now)})
+		}
+		t.table([]string{"NAME", "VERSION", "DESCRIPTION", "METADATA", "CREATED"}, rows)
+	}
+	return v
+}
+
+func semaphoresView(r *pb.ListSemaphoresResponse) view {
+	v := view{msg: r, next: r.GetNextPaginationToken()}
+	for _, s := range r.GetSemaphores() {
+		v.ids = append(v.ids, s.GetName())
+	}
+	v.table = func(t *tableOut) {
+		var rows [][]string
+		for _, s := range r.GetSemaphores() {
+			rows = append(rows, []string{s.GetName(), itoa(s.GetPermits()), itoa(s.GetActiveHolds()),
+				itoa(s.GetActiveHoldersCount()), itoa(s.GetVersion()), fmtTime(s.GetLastActivityAt(), t.now),
+				truncate(s.GetDescription(), 40)})
+		}
+		t.table([]string{"NAME", "PERMITS", "HOLDS", "HOLDERS", "VERSION", "LAST ACTIVITY", "DESCRIPTION"}, rows)
+	}
+	return v
+}
+
+func holdersView(r *pb.ListSemaphoreHoldersResponse) view {
+	v := view{msg: r, next: r.GetNextPaginationToken()}
+	for _, h := range r.GetHolders() {
+		v.ids = append(v.ids, h.GetLeaseId())
+	}
+	v.table = func(t *tableOut) {
+		var rows [][]string
+		for _, h := range r.GetHolders() {
+			rows = append(rows, []string{h.GetLeaseId(), h.GetProcessId(), itoa(h.GetWeight()),
+				strconv.FormatUint(h.GetFencingToken(), 10), fmtTime(h.GetLockedAt(), t.now),
+				fmtTime(h.GetExpiresAt(), t.now), truncate(fmtMetadata(h.GetMetadata()), 40)})
+		}
+		t.table([]string{"LEASE ID", "PROCESS ID", "WEIGHT", "FENCING TOKEN", "LOCKED", "EXPIRES", "METADATA"}, rows)
+	}
+	return v
+}
+
+func leasesView(r *pb.ListSemaphoreLeasesResponse) view {
+	v := view{msg: r, next: r.GetNextPaginationToken()}
+	for _, l := range r.GetLeases() {
+		v.ids = append(v.ids, l.GetLeaseId())
+	}
+	v.table = func(t *tableOut) {
+		var rows [][]string
+		for _, l := range r.GetLeases() {
+			rows = append(rows, []string{l.GetLeaseId(), l.GetProcessId(), fmt.Sprintf("%ds", l.GetTtlSeconds()),
+				fmtTime(l.GetCreatedAt(), t.now), fmtTime(l.GetExpiresAt(), t.now)})
+		}
+		t.table([]string{"LEASE ID", "PROCESS ID", "TTL", "CREATED", "EXPIRES"}, rows)
+	}
+	return v
+}
+
+// ---- cluster ----
+
+func membersTable(t *tableOut, members []*pb.Member) {
+	var rows [][]string
+	for _, m := range members {
+		contact := "-"
+		if ms := m.GetLastContactMs(); ms >= 0 && m.GetState() != "leader" {
+			contact = humanDuration(time.Duration(ms)*time.Millisecond) + " ago"
+		}
+		rows = append(rows, []string{m.GetNodeId(), m.GetSuffrage(), m.GetState(), m.GetRaftAddress(),
+			m.GetGrpcAddress(), contact})
+	}
+	t.table([]string{"NODE ID", "SUFFRAGE", "STATE", "RAFT ADDRESS", "GRPC ADDRESS", "LAST CONTACT"}, rows)
+}
+
+func memberIDs(members []*pb.Member) []string {
+	ids := make([]string, 0, len(members))
+	for _, m := range members {
+		ids = append(ids, m.GetNodeId())
+	}
+	return ids
+}
+
+func clusterStatusView(r *pb.GetClusterStatusResponse) view {
+	return view{
+		msg: r,
+		ids: []string{r.GetLeaderId()},
+		table: func(t *tableOut) {
+			leader := r.GetLeaderId()
+			if leader == "" {
+				leader = "none (no leader right now)"
+			} else if addr := r.GetLeaderAddress(); addr != "" {
+				leader += " (" + addr + ")"
+			}
+			t.kv(
+				[2]string{"Leader", leader},
+				[2]string{"Term", strconv.FormatUint(r.GetTerm(), 10)},
+				[2]string{"Commit index", strconv.FormatUint(r.GetCommitIndex(), 10)},
+				[2]string{"Applied index", strconv.FormatUint(r.GetAppliedIndex(), 10)},
+			)
+			membersTable(t, r.GetMembers())
+		},
+	}
+}
+
+func membersView(resp proto.Message, members []*pb.Member) view {
+	return view{
+		msg:   resp,
+		ids:   memberIDs(members),
+		table: func(t *tableOut) { membersTable(t, members) },
+	}
+}

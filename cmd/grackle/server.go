@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/grackle-coord/grackle/server"
+)
+
+func (a *app) serverCmd() *cobra.Command {
+	cfg := server.DefaultConfig()
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run a Grackle node",
+		Long: `Run a Grackle node: the Raft node, the state machine and the gRPC API
+(with reflection and health) until SIGINT or SIGTERM.
+
+With no flags it is a single node on loopback that bootstraps itself in
+./grackle-data. A multi-node cluster starts every node with the same
+--initial-members, or starts one node and adds the others with --join.
+
+Every flag can also be set from the environment as GRACKLE_<FLAG> in upper
+snake case (GRACKLE_NODE_ID, GRACKLE_MAX_PERMITS, ...); a flag on the
+command line wins.`,
+		Example: `  grackle server
+  grackle server --node-id n1 --data-dir /var/lib/grackle \
+    --grpc-addr 0.0.0.0:7420 --raft-addr 0.0.0.0:7421 \
+    --advertise-grpc 10.0.0.1:7420 --advertise-raft 10.0.0.1:7421 \
+    --initial-members n1=10.0.0.1:7421=10.0.0.1:7420,n2=10.0.0.2:7421=10.0.0.2:7420,n3=10.0.0.3:7421=10.0.0.3:7420`,
+		Args: positional(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd.Flags(), a.lookupEnv); err != nil {
+				return err
+			}
+			if err := checkServerConfig(cfg); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			err := a.runServer(ctx, cfg)
+			if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {
+				return &exitError{code: exitCallFailed, msg: oneLine("server: " + err.Error())}
+			}
+			return nil
+		},
+	}
+	bindServerFlags(cmd.Flags(), &cfg)
+	cmd.Flags().SortFlags = false
+	return cmd
+}
+
+// bindServerFlags registers one flag per server.Config field on fs, each
+// writing into cfg and defaulting to cfg's current value (DefaultConfig's
+// when cfg comes from it).
+func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
+	fs.StringVar(&cfg.NodeID, "node-id", cfg.NodeID, "unique, stable id of this node")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory of the Raft log, stable store and snapshots")
+	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "listen address of the gRPC API")
+	fs.StringVar(&cfg.RaftAddr, "raft-addr", cfg.RaftAddr, "listen address of the Raft transport")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, `listen address of /healthz and /metrics ("" = off)`)
+	fs.StringVar(&cfg.AdvertiseGRPC, "advertise-grpc", cfg.AdvertiseGRPC, "gRPC address other nodes and clients dial, when it differs from --grpc-addr")
+	fs.StringVar(&cfg.AdvertiseRaft, "advertise-raft", cfg.AdvertiseRaft, "Raft address other nodes dial, when it differs from --raft-addr")
+	fs.StringVar(&cfg.InitialMembers, "initial-members", cfg.InitialMembers, `bootstrap a cluster: the same "id=raftAddr=grpcAddr,..." on every node (empty: a single node)`)
+	fs.StringVar(&cfg.Join, "join", cfg.Join, "gRPC address of a running member to join instead of bootstrapping")
+
+	fs.Int64Var(&cfg.Limits.MaxNamespaces, "max-namespaces", cfg.Limits.MaxNamespaces, "most namespaces")
+	fs.Int64Var(&cfg.Limits.MaxSemaphoresPerNamespace, "max-semaphores-per-namespace", cfg.Limits.MaxSemaphoresPerNamespace, "most semaphores in one namespace")
+	fs.Int64Var(&cfg.Limits.MaxLeasesPerNamespace, "max-leases-per-namespace", cfg.Limits.MaxLeasesPerNamespace, "most leases in one namespace")
+	fs.Int64Var(&cfg.Limits.MaxHoldersPerSemaphore, "max-holders-per-semaphore", cfg.Limits.MaxHoldersPerSemaphore, "most holders of one semaphore")
+	fs.Int64Var(&cfg.Limits.MaxPermits, "max-permits", cfg.Limits.MaxPermits, "largest permits of a semaphore")
+	fs.Int64Var(&cfg.Limits.MaxTTLSeconds, "max-ttl-seconds", cfg.Limits.MaxTTLSeconds, "largest lease ttl_seconds")
+	fs.Int64Var(&cfg.MaxTimeoutSeconds, "max-timeout-seconds", cfg.MaxTimeoutSeconds, "largest AcquireSemaphore timeout_seconds")
+
+	fs.DurationVar(&cfg.HeartbeatTimeout, "heartbeat-timeout", cfg.HeartbeatTimeout, "Raft heartbeat timeout")
+	fs.DurationVar(&cfg.ElectionTimeout, "election-timeout", cfg.ElectionTimeout, "Raft election timeout")
+	fs.DurationVar(&cfg.LeaderLeaseTimeout, "leader-lease-timeout", cfg.LeaderLeaseTimeout, "Raft leader lease timeout")
+	fs.DurationVar(&cfg.CommitTimeout, "commit-timeout", cfg.CommitTimeout, "Raft commit timeout")
+	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cfg.SnapshotThreshold, "Raft log entries between snapshots")
+	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", cfg.SnapshotInterval, "how often Raft checks whether to snapshot")
+	fs.Uint64Var(&cfg.TrailingLogs, "trailing-logs", cfg.TrailingLogs, "Raft log entries kept after a snapshot")
+
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "trace, debug, info, warn or error")
+	fs.BoolVar(&cfg.LogJSON, "log-json", cfg.LogJSON, "log JSON lines instead of text")
+}
+
+// checkServerConfig rejects values no server accepts, so that they fail as
+// usage errors before anything starts. (Zero means "the default" in
+// server.Config, so only negative numbers are rejected here.)
+func checkServerConfig(cfg server.Config) error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"max-namespaces", cfg.Limits.MaxNamespaces},
+		{"max-semaphores-per-namespace", cfg.Limits.MaxSemaphoresPerNamespace},
+		{"max-leases-per-namespace", cfg.Limits.MaxLeasesPerNamespace},
+		{"max-holders-per-semaphore", cfg.Limits.MaxHoldersPerSemaphore},
+		{"max-permits", cfg.Limits.MaxPermits},
+		{"max-ttl-seconds", cfg.Limits.MaxTTLSeconds},
+		{"max-timeout-seconds", cfg.MaxTimeoutSeconds},
+		{"heartbeat-timeout", int64(cfg.HeartbeatTimeout)},
+		{"election-timeout", int64(cfg.ElectionTimeout)},
+		{"leader-lease-timeout", int64(cfg.LeaderLeaseTimeout)},
+		{"commit-timeout", int64(cfg.CommitTimeout)},
+		{"snapshot-interval", int64(cfg.SnapshotInterval)},
+	} {
+		if f.v < 0 {
+			return usagef("%s: must not be negative", f.name)
+		}
+	}
+	switch strings.ToLower(cfg.LogLevel) {
+	case "", "trace", "debug", "info", "warn", "error":
+	default:
+		return usagef("log-level: must be trace, debug, info, warn or error, got %q", cfg.LogLevel)
+	}
+	return nil
+}

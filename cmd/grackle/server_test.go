@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/grackle-coord/grackle/server"
+)
+
+// parseServerFlags maps args onto a Config that starts from DefaultConfig,
+// exactly as `grackle server` does.
+func parseServerFlags(t *testing.T, args ...string) server.Config {
+	t.Helper()
+	cfg := server.DefaultConfig()
+	fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
+	bindServerFlags(fs, &cfg)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parse %q: %v", args, err)
+	}
+	return cfg
+}
+
+func TestServerFlagsDefaultToDefaultConfig(t *testing.T) {
+	if got, want := parseServerFlags(t), server.DefaultConfig(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("no flags:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// allServerArgs sets every server flag to a value other than its default.
+var allServerArgs = []string{
+	"--node-id", "n2",
+	"--data-dir", "/var/lib/grackle",
+	"--grpc-addr", "0.0.0.0:8420",
+	"--raft-addr", "0.0.0.0:8421",
+	"--http-addr", "0.0.0.0:8422",
+	"--advertise-grpc", "10.0.0.2:8420",
+	"--advertise-raft", "10.0.0.2:8421",
+	"--initial-members", "n1=10.0.0.1:8421=10.0.0.1:8420,n2=10.0.0.2:8421=10.0.0.2:8420",
+	"--join", "10.0.0.1:8420",
+	"--max-namespaces", "11",
+	"--max-semaphores-per-namespace", "12",
+	"--max-leases-per-namespace", "13",
+	"--max-holders-per-semaphore", "14",
+	"--max-permits", "15",
+	"--max-ttl-seconds", "16",
+	"--max-timeout-seconds", "17",
+	"--heartbeat-timeout", "1s",
+	"--election-timeout", "2s",
+	"--leader-lease-timeout", "300ms",
+	"--commit-timeout", "7ms",
+	"--snapshot-threshold", "99",
+	"--snapshot-interval", "1m",
+	"--trailing-logs", "98",
+	"--log-level", "debug",
+	"--log-json",
+}
+
+func allServerConfig() server.Config {
+	want := server.DefaultConfig()
+	want.NodeID = "n2"
+	want.DataDir = "/var/lib/grackle"
+	want.GRPCAddr = "0.0.0.0:8420"
+	want.RaftAddr = "0.0.0.0:8421"
+	want.HTTPAddr = "0.0.0.0:8422"
+	want.AdvertiseGRPC = "10.0.0.2:8420"
+	want.AdvertiseRaft = "10.0.0.2:8421"
+	want.InitialMembers = "n1=10.0.0.1:8421=10.0.0.1:8420,n2=10.0.0.2:8421=10.0.0.2:8420"
+	want.Join = "10.0.0.1:8420"
+	want.Limits.MaxNamespaces = 11
+	want.Limits.MaxSemaphoresPerNamespace = 12
+	want.Limits.MaxLeasesPerNamespace = 13
+	want.Limits.MaxHoldersPerSemaphore = 14
+	want.Limits.MaxPermits = 15
+	want.Limits.MaxTTLSeconds = 16
+	want.MaxTimeoutSeconds = 17
+	want.HeartbeatTimeout = time.Second
+	want.ElectionTimeout = 2 * time.Second
+	want.LeaderLeaseTimeout = 300 * time.Millisecond
+	want.CommitTimeout = 7 * time.Millisecond
+	want.SnapshotThreshold = 99
+	want.SnapshotInterval = time.Minute
+	want.TrailingLogs = 98
+	want.LogLevel = "debug"
+	want.LogJSON = true
+	return want
+}
+
+func TestServerFlagsMapOntoConfig(t *testing.T) {
+	got := parseServerFlags(t, allServerArgs...)
+	if want := allServerConfig(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("all flags:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// TestEveryConfigFieldHasAFlag fails when server.Config grows a field that
+// `grackle server` cannot set: after setting every flag, every leaf field
+// must differ from its default.
+func TestEveryConfigFieldHasAFlag(t *testing.T) {
+	got := parseServerFlags(t, allServerArgs...)
+	def := server.DefaultConfig()
+	var walk func(path string, g, d reflect.Value)
+	walk = func(path string, g, d reflect.Value) {
+		if g.Kind() == reflect.Struct {
+			for i := 0; i < g.NumField(); i++ {
+				walk(path+"."+g.Type().Field(i).Name, g.Field(i), d.Field(i))
+			}
+			return
+		}
+		if reflect.DeepEqual(g.Interface(), d.Interface()) {
+			t.Errorf("server.Config%s is not set by any `grackle server` flag", path)
+		}
+	}
+	walk("", reflect.ValueOf(got), reflect.ValueOf(def))
+}
+
+func TestServerCommandRunsWithConfig(t *testing.T) {
+	var got server.Config
+	calls := 0
+	stub := func(_ context.Context, cfg server.Config) error {
+		calls++
+		got = cfg
+		return nil
+	}
+	r := runCLIServer(t, nil, stub, append([]string{"server"}, allServerArgs...)...)
+	if r.code != 0 || calls != 1 {
+		t.Fatalf("code %d, calls %d, stderr %q", r.code, calls, r.stderr)
+	}
+	if want := allServerConfig(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("server.Run got\n %+v\nwant %+v", got, want)
+	}
+
+	// No flag at all: DefaultConfig.
+	r = runCLIServer(t, nil, stub, "server")
+	if r.code != 0 || !reflect.DeepEqual(got, server.DefaultConfig()) {
+		t.Fatalf("no flags: code %d, cfg %+v", r.code, got)
+	}
+}
+
+func TestServerEnvironment(t *testing.T) {
+	var got server.Config
+	stub := func(_ context.Context, cfg server.Config) error { got = cfg; return nil }
+	env := map[string]string{
+		"GRACKLE_NODE_ID":           "from-env",
+		"GRACKLE_DATA_DIR":          "/env/data",
+		"GRACKLE_MAX_PERMITS":       "42",
+		"GRACKLE_ELECTION_TIMEOUT":  "3s",
+		"GRACKLE_LOG_JSON":          "true",
+		"GRACKLE_SNAPSHOT_INTERVAL": "2m",
+	}
+	r := runCLIServer(t, env, stub, "server", "--data-dir", "/flag/data")
+	if r.code != 0 {
+		t.Fatalf("code %d, stderr %q", r.code, r.stderr)
+	}
+	want := server.DefaultConfig()
+	want.NodeID = "from-env"
+	want.DataDir = "/flag/data" // the flag wins over the environment
+	want.Limits.MaxPermits = 42
+	want.ElectionTimeout = 3 * time.Second
+	want.LogJSON = true
+	want.SnapshotInterval = 2 * time.Minute
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got\n %+v\nwant %+v", got, want)
+	}
+
+	r = runCLIServer(t, map[string]string{"GRACKLE_MAX_PERMITS": "lots"}, stub, "server")
+	if r.code != exitUsage || !strings.HasPrefix(r.stderr, `grackle: server: GRACKLE_MAX_PERMITS: invalid argument "lots" for "--max-permits" flag`) ||
+		strings.Count(r.stderr, "\n") != 1 {
+		t.Fatalf("bad env: code %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestServerErrors(t *testing.T) {
+	stubErr := func(context.Context, server.Config) error {
+		return errors.New("listen tcp 127.0.0.1:7420: bind: address already in use")
+	}
+	for _, tc := range []struct {
+		name   string
+		run    func(context.Context, server.Config) error
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"run fails", stubErr, []string{"server"}, exitCallFailed,
+			"grackle: server: listen tcp 127.0.0.1:7420: bind: address already in use\n"},
+		{"bad level", nil, []string{"server", "--log-level", "loud"}, exitUsage,
+			"grackle: server: log-level: must be trace, debug, info, warn or error, got \"loud\"\n"},
+		{"negative limit", nil, []string{"server", "--max-permits", "-1"}, exitUsage,
+			"grackle: server: max-permits: must not be negative\n"},
+		{"bad duration", nil, []string{"server", "--election-timeout", "5"}, exitUsage,
+			"grackle: server: invalid argument \"5\" for \"--election-timeout\" flag: time: missing unit in duration \"5\"\n"},
+		{"unknown flag", nil, []string{"server", "--nope"}, exitUsage,
+			"grackle: server: unknown flag: --nope\n"},
+		{"positional", nil, []string{"server", "extra"}, exitUsage,
+			"grackle: server: takes no arguments, got \"extra\"\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := tc.run
+			if run == nil {
+				run = func(context.Context, server.Config) error {
+					t.Error("server.Run called")
+					return nil
+				}
+			}
+			r := runCLIServer(t, nil, run, tc.args...)
+			if r.code != tc.code || r.stderr != tc.stderr || r.stdout != "" {
+				t.Fatalf("code %d (want %d)\nstderr %q\n  want %q\nstdout %q", r.code, tc.code, r.stderr, tc.stderr, r.stdout)
+			}
+		})
+	}
+}
+
+// A server stopped by its context (SIGINT/SIGTERM) exits 0 even when Run
+// reports the cancellation.
+func TestServerStopsCleanlyOnSignal(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &app{
+		stdout:    &strings.Builder{},
+		stderr:    &strings.Builder{},
+		now:       time.Now,
+		lookupEnv: func(string) (string, bool) { return "", false },
+		runServer: func(ctx context.Context, _ server.Config) error {
+			cancel()
+			<-ctx.Done()
+			return ctx.Err()
+		},
+	}
+	if code := a.execute(ctx, []string{"server"}); code != 0 {
+		t.Fatalf("code %d, stderr %q", code, a.stderr)
+	}
+}
