@@ -3,7 +3,7 @@ GO        ?= go
 BIN       ?= bin
 PROTO_SRC := $(shell find proto -name '*.proto')
 
-.PHONY: help build test test-short race proto run bench vet fmt clean
+.PHONY: help build test proto run bench fuzz vet fmt clean image cluster-up cluster-down compose-test
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -30,6 +30,31 @@ proto: ## regenerate proto/**/*.pb.go
 	  --plugin=protoc-gen-go=$(BIN)/protoc-gen-go --go_out=proto --go_opt=paths=source_relative \
 	  --plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc --go-grpc_out=proto --go-grpc_opt=paths=source_relative \
 	  $(PROTO_SRC)
+
+fuzz: ## fuzz the state machine for 60 s
+	$(GO) test -run '^$$' -fuzz=FuzzApply -fuzztime=60s ./fsm/
+
+CLUSTER ?= 3
+IMAGE   ?= grackle:dev
+# Compose v2 plugin when present, else the v1 docker-compose (Debian's).
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+COMPOSE_FILE = deploy/compose/docker-compose.$(CLUSTER).yml
+
+image: ## the FROM scratch image of deploy/Dockerfile
+	mkdir -p deploy/build
+	CGO_ENABLED=0 $(GO) build -o deploy/build/grackle ./cmd/grackle
+	docker build -q -t $(IMAGE) -f deploy/Dockerfile deploy/build
+
+cluster-up: image build ## start the compose cluster (CLUSTER=3 or 5) and wait for a leader
+	GRACKLE_IMAGE=$(IMAGE) $(COMPOSE) -p grackle$(CLUSTER) -f $(COMPOSE_FILE) up -d
+	@for i in $$(seq 120); do $(BIN)/grackle namespace list --endpoints 127.0.0.1:7420 >/dev/null 2>&1 && exit 0; sleep 0.5; done; \
+	  echo "no serving leader after 60 s"; exit 1
+
+cluster-down: ## stop the compose cluster and remove its volumes
+	GRACKLE_IMAGE=$(IMAGE) $(COMPOSE) -p grackle$(CLUSTER) -f $(COMPOSE_FILE) down -v
+
+compose-test: image build ## seed workflow + leader loss on the 3-node compose cluster
+	IMAGE=$(IMAGE) GRACKLE=$(BIN)/grackle COMPOSE="$(COMPOSE)" bash deploy/compose/test.sh
 
 vet:
 	$(GO) vet ./...
