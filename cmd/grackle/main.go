@@ -165,10 +165,7 @@ did not acquire (UNAVAILABLE or TIMED_OUT), 130 interrupted.`,
 		a.semaphoreCmd(),
 		a.leaseCmd(),
 		a.clusterCmd(),
-		// Reserved: `grackle run` (a local dev cluster) and `grackle bench`
-		// (a load generator) are owned by another change; they are added
-		// here, next to the commands above, from their own files
-		// (cmd/grackle/run.go, cmd/grackle/bench.go).
+		a.benchCmd(),
 	)
 	return root
 }
