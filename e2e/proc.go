@@ -219,3 +219,10 @@ func (p *Proc) Index(id string) int {
 	}
 	return -1
 }
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
