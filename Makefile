@@ -3,7 +3,7 @@ GO        ?= go
 BIN       ?= bin
 PROTO_SRC := $(shell find proto -name '*.proto')
 
-.PHONY: help build test proto run bench fuzz vet fmt clean image cluster-up cluster-down compose-test
+.PHONY: help build test proto run bench failover-bench compare-bench fuzz vet fmt clean image cluster-up cluster-down compose-test
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -30,6 +30,12 @@ proto: ## regenerate proto/**/*.pb.go
 	  --plugin=protoc-gen-go=$(BIN)/protoc-gen-go --go_out=proto --go_opt=paths=source_relative \
 	  --plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc --go-grpc_out=proto --go-grpc_opt=paths=source_relative \
 	  $(PROTO_SRC)
+
+failover-bench: ## leader SIGKILL -> first write, 10 trials on 3 processes
+	$(GO) test -run '^$$' -bench Failover -benchtime 1x -timeout 20m ./e2e/
+
+compare-bench: ## W2 hand-off and expiry lateness, Grackle and etcd side by side
+	bash bench/compare.sh
 
 fuzz: ## fuzz the state machine for 60 s
 	$(GO) test -run '^$$' -fuzz=FuzzApply -fuzztime=60s ./fsm/

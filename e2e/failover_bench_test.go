@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+)
+
+// BenchmarkFailover measures leader SIGKILL -> first successful write
+// through the surviving nodes, over GRACKLE_FAILOVER_TRIALS trials (default
+// 10) with the shipped Raft timeouts, and counts elections that happened
+// without a kill (false elections) while a writer loads the cluster.
+//
+//	go test -run '^$' -bench Failover -benchtime 1x ./e2e/
+func BenchmarkFailover(b *testing.B) {
+	trials := 10
+	if v, err := strconv.Atoi(os.Getenv("GRACKLE_FAILOVER_TRIALS")); err == nil && v > 0 {
+		trials = v
+	}
+	for n := 0; n < b.N; n++ {
+		p := NewCluster(b, 3)
+		p.StartAll()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		li := p.Index(p.WaitLeader(0, 30*time.Second))
+		lease := setupB(b, ctx, p)
+		var samples []time.Duration
+		falseElections := 0
+		for trial := 0; trial < trials; trial++ {
+			// A loaded steady state first: writes for 2 s; a term change
+			// here is an election nobody asked for.
+			t0 := term(ctx, p, li)
+			steady(ctx, p, lease, 2*time.Second)
+			if li2 := p.Index(p.WaitLeader(li, 30*time.Second)); li2 != li || term(ctx, p, li2) != t0 {
+				falseElections++
+				li = li2
+			}
+			var rest []int
+			for i := range p.Nodes {
+				if i != li {
+					rest = append(rest, i)
+				}
+			}
+			a := anyOf(p, rest...)
+			killed := time.Now()
+			p.Kill9(li)
+			for {
+				cctx, cc := context.WithTimeout(ctx, 500*time.Millisecond)
+				_, err := pb.NewGrackleServiceClient(a.Conns[a.next%len(a.Conns)]).RefreshSemaphoreLease(cctx,
+					&pb.RefreshSemaphoreLeaseRequest{NamespaceName: "fo", LeaseId: lease, TtlSeconds: 300})
+				cc()
+				if err == nil {
+					break
+				}
+				a.next++
+				time.Sleep(5 * time.Millisecond)
+			}
+			samples = append(samples, time.Since(killed))
+			p.Start(li)
+			li = p.Index(p.WaitLeader(li, 30*time.Second))
+		}
+		cancel()
+		sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
+		var parts []string
+		for _, s := range samples {
+			parts = append(parts, s.Round(time.Millisecond).String())
+		}
+		b.Logf("failover samples: %s", strings.Join(parts, " "))
+		b.ReportMetric(float64(samples[len(samples)/2].Milliseconds()), "p50-ms")
+		b.ReportMetric(float64(samples[len(samples)-1].Milliseconds()), "max-ms")
+		b.ReportMetric(float64(falseElections), "false-elections")
+		b.ReportMetric(float64(trials), "trials")
+		p.KillAll()
+	}
+}
+
+func setupB(b *testing.B, ctx context.Context, p *Proc) string {
+	a := anyOf(p)
+	var id string
+	err := a.Do(ctx, func(ctx context.Context, c pb.GrackleServiceClient) error {
+		if _, err := c.CreateNamespace(ctx, &pb.CreateNamespaceRequest{Name: "fo"}); err != nil {
+			return err
+		}
+		l, err := c.CreateSemaphoreLease(ctx, &pb.CreateSemaphoreLeaseRequest{NamespaceName: "fo", ProcessId: "bench", TtlSeconds: 300})
+		if err == nil {
+			id = l.Lease.LeaseId
+		}
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return id
+}
+
+func steady(ctx context.Context, p *Proc, lease string, d time.Duration) {
+	a := anyOf(p)
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		a.Do(ctx, func(ctx context.Context, c pb.GrackleServiceClient) error {
+			_, err := c.RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{NamespaceName: "fo", LeaseId: lease, TtlSeconds: 300})
+			return err
+		})
+	}
+}
+
+func term(ctx context.Context, p *Proc, i int) uint64 {
+	st, err := pb.NewClusterServiceClient(p.Dial(i)).GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
+	if err != nil {
+		return 0
+	}
+	return st.Term
+}
