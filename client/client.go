@@ -1,0 +1,487 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+)
+
+// Defaults of Config.
+const (
+	DefaultDialTimeout       = 5 * time.Second
+	DefaultBackoffBase       = 50 * time.Millisecond
+	DefaultBackoffMax        = 2 * time.Second
+	DefaultRetryTimeout      = 30 * time.Second
+	DefaultMaxAcquireTimeout = 300 * time.Second
+)
+
+// leaderAddressKey is the trailer key in which a node names the leader's
+// gRPC address on an Unavailable error (the server's rpc.LeaderAddressKey).
+const leaderAddressKey = "grackle-leader-address"
+
+// Config configures a Client. Only Endpoints is required.
+type Config struct {
+	// Endpoints are gRPC addresses ("host:port") of some cluster members.
+	// Any member will do: the client finds the leader through them and
+	// also dials members and leaders it learns of later.
+	Endpoints []string
+
+	// DialTimeout bounds New's first contact with the cluster and each
+	// leader-discovery probe of one endpoint. Default 5 s.
+	DialTimeout time.Duration
+
+	// DialOptions are added to every connection, after the client's own
+	// (plaintext transport credentials, reconnect backoff), so they can
+	// override them, e.g. grpc.WithTransportCredentials for TLS.
+	DialOptions []grpc.DialOption
+
+	// BackoffBase and BackoffMax shape the jittered exponential backoff
+	// between retries: the n-th retry waits a random time in [d/2, d] with
+	// d = min(BackoffMax, BackoffBase * 2^n). Defaults 50 ms and 2 s.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+
+	// RetryTimeout bounds how long one call keeps retrying after its first
+	// failure, also when its context has no deadline (the context always
+	// bounds it too). Default 30 s; negative means only the context does.
+	RetryTimeout time.Duration
+
+	// MaxAcquireTimeout is the longest server-side wait one
+	// AcquireSemaphore call may ask for (the server's maximum
+	// timeout_seconds). Semaphore.Acquire waits longer by calling again.
+	// Default 300 s.
+	MaxAcquireTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = DefaultBackoffBase
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = DefaultBackoffMax
+	}
+	if c.BackoffMax < c.BackoffBase {
+		c.BackoffMax = c.BackoffBase
+	}
+	if c.RetryTimeout == 0 {
+		c.RetryTimeout = DefaultRetryTimeout
+	}
+	if c.MaxAcquireTimeout < time.Second {
+		c.MaxAcquireTimeout = DefaultMaxAcquireTimeout
+	}
+	return c
+}
+
+// Client talks to a Grackle cluster. It is safe for concurrent use.
+//
+// Client implements pb.GrackleServiceClient and pb.ClusterServiceClient:
+// each RPC goes to the current leader and is retried as the package
+// documentation describes.
+type Client struct {
+	cfg Config
+
+	mu       sync.Mutex
+	conns    map[string]*grpc.ClientConn // one per address, kept until Close
+	known    []string                    // endpoints, then learned member addresses
+	leader   string                      // the leader's address as last learned ("" unknown)
+	rr       int                         // round robin over known when no leader is known
+	flight   *discovery                  // the leader discovery under way, if any
+	sessions map[*Session]struct{}
+	closed   bool
+
+	life     context.Context // cancelled by Close
+	lifeStop context.CancelFunc
+}
+
+var (
+	_ pb.GrackleServiceClient = (*Client)(nil)
+	_ pb.ClusterServiceClient = (*Client)(nil)
+)
+
+// New creates a client and makes a first contact with the cluster: it
+// returns an error if no endpoint answers GetClusterStatus within
+// Config.DialTimeout (or before ctx ends). It does not need a leader to
+// exist yet: calls find it when they are made.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	cfg = cfg.withDefaults()
+	c := &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}, sessions: map[*Session]struct{}{}}
+	c.life, c.lifeStop = context.WithCancel(context.Background())
+	for _, e := range cfg.Endpoints {
+		if e != "" {
+			c.learnLocked(e)
+		}
+	}
+	if len(c.known) == 0 {
+		return nil, errors.New("grackle client: no endpoints")
+	}
+	for _, e := range c.known {
+		if _, err := c.connLocked(e); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("grackle client: endpoint %q: %w", e, err)
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		res := c.probe(dctx)
+		if res.answered > 0 {
+			c.adopt(res)
+			return c, nil
+		}
+		if err := sleepCtx(dctx, c.backoff(attempt)); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("grackle client: no endpoint of %v answered within %v: %v", cfg.Endpoints, cfg.DialTimeout, res.lastErr)
+		}
+	}
+}
+
+// Close closes every connection. Sessions of the client end with
+// ErrClientClosed (their leases are not revoked: close sessions first to
+// revoke them). Calls made after Close fail with ErrClientClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.lifeStop()
+	conns := c.conns
+	c.conns = map[string]*grpc.ClientConn{}
+	sessions := make([]*Session, 0, len(c.sessions))
+	for s := range c.sessions {
+		sessions = append(sessions, s)
+	}
+	c.mu.Unlock()
+	for _, s := range sessions {
+		s.stopLoop()
+		s.end(ErrClientClosed)
+	}
+	var errs []error
+	for _, cc := range conns {
+		if err := cc.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Leader returns the gRPC address of the leader as last learned ("" when
+// unknown right now).
+func (c *Client) Leader() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leader
+}
+
+// Known returns every address the client knows: its endpoints, then the
+// members and leaders it learned of.
+func (c *Client) Known() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.known...)
+}
+
+func (c *Client) learnLocked(addr string) {
+	for _, k := range c.known {
+		if k == addr {
+			return
+		}
+	}
+	c.known = append(c.known, addr)
+}
+
+// connLocked returns the kept connection to addr, creating it (without
+// blocking: gRPC connects on first use) if needed.
+func (c *Client) connLocked(addr string) (*grpc.ClientConn, error) {
+	if cc, ok := c.conns[addr]; ok {
+		return cc, nil
+	}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: c.cfg.DialTimeout,
+		}),
+	}
+	opts = append(opts, c.cfg.DialOptions...)
+	cc, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, err
+	}
+	c.conns[addr] = cc
+	return cc, nil
+}
+
+func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClientClosed
+	}
+	return c.connLocked(addr)
+}
+
+// ---- leader discovery ----
+
+type discovery struct {
+	done chan struct{}
+	addr string
+}
+
+type probeResult struct {
+	answered int
+	leader   string
+	term     uint64
+	members  []string
+	lastErr  error
+}
+
+// probe asks every known address for the cluster status, in parallel. It
+// returns once every address answered, or shortly after the first answer
+// that names a leader (to let answers with a newer term arrive), or when
+// ctx or the probe timeout ends. The answer with the highest term wins.
+func (c *Client) probe(ctx context.Context) probeResult {
+	c.mu.Lock()
+	addrs := append([]string(nil), c.known...)
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
+	defer cancel()
+	type answer struct {
+		st  *pb.GetClusterStatusResponse
+		err error
+	}
+	ch := make(chan answer, len(addrs))
+	for _, a := range addrs {
+		go func(a string) {
+			cc, err := c.conn(a)
+			if err != nil {
+				ch <- answer{err: err}
+				return
+			}
+			st, err := pb.NewClusterServiceClient(cc).GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
+			ch <- answer{st, err}
+		}(a)
+	}
+	var res probeResult
+	var grace <-chan time.Time
+	members := map[string]bool{}
+	for n := 0; n < len(addrs); n++ {
+		var a answer
+		select {
+		case a = <-ch:
+		case <-grace:
+			n = len(addrs)
+			continue
+		case <-ctx.Done():
+			if res.lastErr == nil {
+				res.lastErr = ctx.Err()
+			}
+			n = len(addrs)
+			continue
+		}
+		if a.err != nil {
+			res.lastErr = a.err
+			continue
+		}
+		res.answered++
+		for _, m := range a.st.Members {
+			if m.GrpcAddress != "" {
+				members[m.GrpcAddress] = true
+			}
+		}
+		if a.st.LeaderAddress != "" && (res.leader == "" || a.st.Term > res.term) {
+			res.leader, res.term = a.st.LeaderAddress, a.st.Term
+			if grace == nil {
+				grace = time.After(30 * time.Millisecond)
+			}
+		}
+	}
+	for m := range members {
+		res.members = append(res.members, m)
+	}
+	sort.Strings(res.members)
+	return res
+}
+
+// adopt records what a probe learned.
+func (c *Client) adopt(res probeResult) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range res.members {
+		c.learnLocked(m)
+	}
+	if res.leader != "" {
+		c.learnLocked(res.leader)
+		c.leader = res.leader
+	}
+}
+
+// discover finds the leader: one probe at a time for the whole client;
+// concurrent callers share its result. It returns "" if no node knows a
+// leader right now (or ctx ended first).
+func (c *Client) discover(ctx context.Context) string {
+	c.mu.Lock()
+	f := c.flight
+	if f == nil {
+		f = &discovery{done: make(chan struct{})}
+		c.flight = f
+		go func() {
+			res := c.probe(c.life)
+			c.adopt(res)
+			c.mu.Lock()
+			c.flight = nil
+			f.addr = res.leader
+			c.mu.Unlock()
+			close(f.done)
+		}()
+	}
+	c.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.addr
+	case <-ctx.Done():
+		return ""
+	}
+}
+
+// pick returns the address a call should go to: the leader if known, else
+// the one discovery finds, else (no node knows a leader) the next known
+// address, whose answer may name the leader.
+func (c *Client) pick(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return "", ErrClientClosed
+	}
+	if l := c.leader; l != "" {
+		c.mu.Unlock()
+		return l, nil
+	}
+	c.mu.Unlock()
+	if a := c.discover(ctx); a != "" {
+		return a, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return "", status.FromContextError(err).Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.leader != "" {
+		return c.leader, nil
+	}
+	a := c.known[c.rr%len(c.known)]
+	c.rr++
+	return a, nil
+}
+
+// noteUnavailable updates the leader after an Unavailable failure of a
+// call sent to addr. It reports whether the error named a new leader.
+func (c *Client) noteUnavailable(addr, hint string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if hint != "" && hint != addr {
+		c.learnLocked(hint)
+		changed := c.leader != hint
+		c.leader = hint
+		return changed
+	}
+	if c.leader == addr {
+		c.leader = ""
+	}
+	return false
+}
+
+// forgetLeader drops the known leader (after a leadership transfer).
+func (c *Client) forgetLeader() {
+	c.mu.Lock()
+	c.leader = ""
+	c.mu.Unlock()
+}
+
+// ---- calls ----
+
+// invoke runs one call on the leader with the retry policy pol. do makes
+// one attempt on cc with the given call options (the caller's, plus one
+// that captures the trailer).
+func (c *Client) invoke(ctx context.Context, pol policy, opts []grpc.CallOption,
+	do func(ctx context.Context, cc *grpc.ClientConn, opts []grpc.CallOption) error) error {
+	var firstFail time.Time
+	redirected := false
+	for attempt := 0; ; attempt++ {
+		addr, err := c.pick(ctx)
+		if err != nil {
+			return err
+		}
+		cc, err := c.conn(addr)
+		if err != nil {
+			return err
+		}
+		var tr metadata.MD
+		callOpts := append(append(make([]grpc.CallOption, 0, len(opts)+1), opts...), grpc.Trailer(&tr))
+		err = do(ctx, cc, callOpts)
+		if err == nil {
+			return nil
+		}
+		st := status.Convert(err)
+		if st.Code() != codes.Unavailable {
+			return err
+		}
+		newLeader := c.noteUnavailable(addr, leaderHint(tr, st.Message()))
+		if !retryable(pol, st) {
+			return err
+		}
+		if c.isClosed() {
+			return ErrClientClosed
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		now := time.Now()
+		if firstFail.IsZero() {
+			firstFail = now
+		}
+		if c.cfg.RetryTimeout > 0 && now.Sub(firstFail) >= c.cfg.RetryTimeout {
+			return err
+		}
+		d := c.backoff(attempt)
+		if newLeader && !redirected {
+			// The error named a leader we were not using: go there now.
+			d, redirected = 0, true
+		}
+		if serr := sleepCtx(ctx, d); serr != nil {
+			return status.Errorf(status.FromContextError(serr).Code(), "%v while retrying; last error: %v", serr, err)
+		}
+	}
+}
+
+func (c *Client) isClosed() bool { return c.life.Err() != nil }
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

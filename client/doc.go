@@ -1,0 +1,63 @@
+// Package client is the Go client of Grackle, the Raft-replicated
+// distributed semaphore service.
+//
+// A Client takes several endpoints, finds the Raft leader (through
+// ClusterService.GetClusterStatus and through the leader address that an
+// Unavailable error carries), sends every call straight to the leader,
+// rediscovers it when leadership moves, and retries the calls that are safe
+// to retry with jittered exponential backoff, always within the caller's
+// context.
+//
+// On top of the raw API (every RPC of grackle.v1.GrackleService and
+// grackle.v1.ClusterService is a method of Client taking the generated
+// request types), the package offers:
+//
+//   - Session: a semaphore lease that is refreshed in the background and
+//     reports, through Done, Err and Context, when it is lost;
+//   - Semaphore: Acquire (blocking, bounded by the context), TryAcquire and
+//     Release for one semaphore under a session's lease;
+//   - WithPermits: run a function while holding permits, releasing them
+//     however the function ends (also when it panics).
+//
+// The happy path:
+//
+//	cli, err := client.New(ctx, client.Config{Endpoints: []string{"10.0.0.1:7420", "10.0.0.2:7420"}})
+//	sess, err := cli.NewSession(ctx, "jobs", "worker-7", 30*time.Second)
+//	grant, err := sess.Semaphore("db").Acquire(ctx, 1)
+//	// ... use the resource, passing grant.FencingToken along ...
+//	err = sess.Semaphore("db").Release(ctx)
+//	err = sess.Close(ctx)
+//
+// # Which calls are retried
+//
+// Only failures with the gRPC code Unavailable are retried (no leader, the
+// leader changed, the node is unreachable); every other code is returned at
+// once. Among Unavailable failures:
+//
+//   - reads (Get*, List*, GetClusterStatus) are always retried;
+//   - idempotent writes are always retried: RefreshSemaphoreLease (it sets
+//     expires_at = now + ttl), ReleaseSemaphore (releasing what is not held
+//     is a no-op), AcquireSemaphore (a re-acquire under the same lease sets
+//     the same hold again, API.md point 7), DeleteNamespace and
+//     DeleteSemaphore (deleting what is missing is not an error),
+//     RevokeSemaphoreLease (a retry after a revoke that did apply answers
+//     NotFound, which Session.Close treats as success), UpdateNamespace and
+//     UpdateSemaphore (expected_version makes a second apply impossible: a
+//     retry after an update that did apply answers InvalidArgument
+//     "version mismatch");
+//   - calls that are not idempotent (CreateNamespace, CreateSemaphore,
+//     CreateSemaphoreLease, AddMember, RemoveMember, TransferLeadership) are
+//     retried only when the error proves that the call never reached the
+//     Raft log: the server answered "not the leader" (raft refused the
+//     entry, nothing was appended), "raft is overloaded" (the entry was never
+//     enqueued) or "cannot reach the leader" (a follower could not even
+//     build a connection to forward it), or the connection to the node could
+//     not be established at all (dial error, connection refused). An
+//     Unavailable whose outcome is unknown ("leadership lost before the write
+//     committed", a connection that broke after the request was sent) is
+//     returned to the caller.
+//
+// Retries stop when the caller's context ends, and, after Config.RetryTimeout
+// (default 30 s) of consecutive failures of one call, even if the context
+// has no deadline.
+package client

@@ -1,0 +1,173 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/grackle-coord/grackle/client"
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+	"github.com/grackle-coord/grackle/server"
+)
+
+// startExampleServer starts an in-process single-node Grackle server and
+// returns its gRPC address and a function that stops it. (In real use the
+// server runs elsewhere: `grackle server`.)
+func startExampleServer() (addr string, stop func()) {
+	dir, err := os.MkdirTemp("", "grackle-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg := server.DefaultConfig()
+	cfg.DataDir = dir
+	cfg.GRPCAddr = "127.0.0.1:0"
+	cfg.RaftAddr = "127.0.0.1:0"
+	cfg.HTTPAddr = ""
+	cfg.LogLevel = "error"
+	s, err := server.Start(cfg, hclog.NewNullLogger())
+	if err != nil {
+		log.Fatal(err)
+	}
+	return s.GRPCAddr(), func() {
+		s.Close()
+		os.RemoveAll(dir)
+	}
+}
+
+// createSemaphore is one-time setup: a namespace and a semaphore.
+func createSemaphore(ctx context.Context, cli *client.Client, ns, sem string, permits int64) {
+	if _, err := cli.CreateNamespace(ctx, &pb.CreateNamespaceRequest{Name: ns}); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := cli.CreateSemaphore(ctx, &pb.CreateSemaphoreRequest{NamespaceName: ns, SemaphoreName: sem, Permits: permits}); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// The happy path: connect, open a session (a lease kept alive in the
+// background), acquire permits, release them, close the session.
+func Example() {
+	addr, stop := startExampleServer()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	cli, err := client.New(ctx, client.Config{Endpoints: []string{addr}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+	createSemaphore(ctx, cli, "jobs", "db", 3)
+
+	sess, err := cli.NewSession(ctx, "jobs", "worker-1", 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	grant, err := sess.Semaphore("db").Acquire(ctx, 2)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("acquired", grant.Weight, "permits; fencing token issued:", grant.FencingToken > 0)
+	if err := sess.Semaphore("db").Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("released")
+	if err := sess.Close(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("session closed:", errors.Is(sess.Err(), client.ErrSessionClosed))
+	// Output:
+	// acquired 2 permits; fencing token issued: true
+	// released
+	// session closed: true
+}
+
+// WithPermits runs a function while holding permits and releases them
+// however the function ends, also when it fails or panics.
+func ExampleWithPermits() {
+	addr, stop := startExampleServer()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	cli, err := client.New(ctx, client.Config{Endpoints: []string{addr}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+	createSemaphore(ctx, cli, "jobs", "api", 5)
+	sess, err := cli.NewSession(ctx, "jobs", "worker-2", 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sess.Close(ctx)
+	api := sess.Semaphore("api")
+
+	err = client.WithPermits(ctx, api, 3, func(ctx context.Context, g *client.Grant) error {
+		// ctx is cancelled if the session's lease is lost: stop then.
+		fmt.Println("running with", g.Weight, "permits")
+		return nil
+	})
+	fmt.Println("result:", err)
+
+	err = client.WithPermits(ctx, api, 1, func(ctx context.Context, g *client.Grant) error {
+		return errors.New("upstream said no")
+	})
+	fmt.Println("result:", err)
+
+	st, err := cli.GetSemaphore(ctx, &pb.GetSemaphoreRequest{NamespaceName: "jobs", SemaphoreName: "api"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("held afterwards:", st.Semaphore.ActiveHolds)
+	// Output:
+	// running with 3 permits
+	// result: <nil>
+	// result: upstream said no
+	// held afterwards: 0
+}
+
+// TryAcquire never waits: it fails with ErrWouldBlock when the permits are
+// not free at once; Acquire with a deadline fails with ErrTimeout.
+func ExampleSemaphore_TryAcquire() {
+	addr, stop := startExampleServer()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	cli, err := client.New(ctx, client.Config{Endpoints: []string{addr}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+	createSemaphore(ctx, cli, "jobs", "gpu", 1)
+	a, err := cli.NewSession(ctx, "jobs", "a", 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer a.Close(ctx)
+	b, err := cli.NewSession(ctx, "jobs", "b", 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close(ctx)
+
+	if _, err := a.Semaphore("gpu").TryAcquire(ctx, 1); err != nil {
+		log.Fatal(err)
+	}
+	_, err = b.Semaphore("gpu").TryAcquire(ctx, 1)
+	fmt.Println("b, try:", errors.Is(err, client.ErrWouldBlock))
+
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	defer cancelShort()
+	_, err = b.Semaphore("gpu").Acquire(short, 1)
+	fmt.Println("b, wait 1s:", errors.Is(err, client.ErrTimeout))
+	// Output:
+	// b, try: true
+	// b, wait 1s: true
+}

@@ -1,0 +1,275 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+)
+
+// DefaultSessionTTL is the lease TTL of NewSession when ttl <= 0.
+const DefaultSessionTTL = 60 * time.Second
+
+// Session is one semaphore lease, refreshed in the background every TTL/3
+// until the session is closed or the lease is lost. Holds acquired through
+// the session's Semaphores live as long as the lease.
+//
+// The lease counts as lost when a refresh answers NotFound, or when the
+// lease's expiry passes by the client's own clock without a successful
+// refresh. That clock is conservative: the expiry is measured from the
+// moment the last successful refresh (or the creation) was sent, which is
+// never later than the moment the leader stamped it.
+type Session struct {
+	c         *Client
+	ns        string
+	processID string
+	ttl       time.Duration // whole seconds
+	leaseID   string
+
+	ctx    context.Context // cancelled when the session ends
+	cancel context.CancelCauseFunc
+
+	loopCtx  context.Context // stops the refresh loop (child of the client's life)
+	loopStop context.CancelFunc
+	loopDone chan struct{}
+
+	mu       sync.Mutex
+	err      error     // why the session ended (nil while alive)
+	gone     bool      // the server said the lease no longer exists
+	lastSent time.Time // send time of the last successful create/refresh
+	expiry   time.Time // lastSent + ttl (minus a drift margin)
+	sems     map[string]*Semaphore
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewSession creates a lease in namespace for processID with the given TTL
+// (rounded up to whole seconds; <= 0 means DefaultSessionTTL) and starts
+// refreshing it. The namespace must exist.
+func (c *Client) NewSession(ctx context.Context, namespace, processID string, ttl time.Duration) (*Session, error) {
+	if ttl <= 0 {
+		ttl = DefaultSessionTTL
+	}
+	secs := int64((ttl + time.Second - 1) / time.Second)
+	s := &Session{c: c, ns: namespace, processID: processID, ttl: time.Duration(secs) * time.Second,
+		loopDone: make(chan struct{}), sems: map[string]*Semaphore{}}
+	var sent time.Time
+	var resp *pb.CreateSemaphoreLeaseResponse
+	err := c.invoke(ctx, retryIfNotSent, nil, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) error {
+		sent = time.Now()
+		r, err := pb.NewGrackleServiceClient(cc).CreateSemaphoreLease(ctx, &pb.CreateSemaphoreLeaseRequest{
+			NamespaceName: namespace, ProcessId: processID, TtlSeconds: secs}, o...)
+		resp = r
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.leaseID = resp.Lease.LeaseId
+	s.setRefreshed(sent)
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClientClosed
+	}
+	c.sessions[s] = struct{}{}
+	s.loopCtx, s.loopStop = context.WithCancel(c.life)
+	c.mu.Unlock()
+	go s.run()
+	return s, nil
+}
+
+// LeaseID is the session's lease id.
+func (s *Session) LeaseID() string { return s.leaseID }
+
+// Namespace is the namespace of the session's lease.
+func (s *Session) Namespace() string { return s.ns }
+
+// ProcessID is the process id the lease was created with.
+func (s *Session) ProcessID() string { return s.processID }
+
+// TTL is the lease's TTL.
+func (s *Session) TTL() time.Duration { return s.ttl }
+
+// Client is the client the session was created with.
+func (s *Session) Client() *Client { return s.c }
+
+// Done is closed when the session ends: its lease was lost, it was
+// closed, or its client was closed. Err says which.
+func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
+
+// Context returns a context that is cancelled when the session ends (see
+// Done); context.Cause of it is Err.
+func (s *Session) Context() context.Context { return s.ctx }
+
+// Err is nil while the session lives; then an error matching ErrLeaseLost,
+// ErrSessionClosed or ErrClientClosed.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// ExpiresAt is when the lease expires by the client's conservative clock
+// unless it is refreshed before.
+func (s *Session) ExpiresAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.expiry
+}
+
+func (s *Session) setRefreshed(sent time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastSent = sent
+	// Allow 1% of clock-rate drift between this host and the leader.
+	s.expiry = sent.Add(s.ttl - s.ttl/100)
+}
+
+// end ends the session with err (the first reason wins).
+func (s *Session) end(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	err = s.err
+	s.mu.Unlock()
+	s.cancel(err)
+	s.c.mu.Lock()
+	delete(s.c.sessions, s)
+	s.c.mu.Unlock()
+}
+
+// endGone ends the session after the server answered NotFound for its
+// lease.
+func (s *Session) endGone(notFound error) {
+	s.mu.Lock()
+	s.gone = true
+	s.mu.Unlock()
+	s.end(fmt.Errorf("%w: %v", ErrLeaseLost, status.Convert(notFound).Message()))
+}
+
+func (s *Session) stopLoop() {
+	s.loopStop()
+	<-s.loopDone
+}
+
+// run refreshes the lease every TTL/3 (after a failure: with backoff)
+// until it is stopped or the lease is lost.
+func (s *Session) run() {
+	defer close(s.loopDone)
+	failures := 0
+	for {
+		s.mu.Lock()
+		next, exp := s.lastSent.Add(s.ttl/3), s.expiry
+		s.mu.Unlock()
+		if failures > 0 {
+			next = time.Now().Add(s.c.backoff(failures - 1))
+		}
+		if next.After(exp) {
+			next = exp
+		}
+		if sleepCtx(s.loopCtx, time.Until(next)) != nil {
+			if s.c.isClosed() {
+				s.end(ErrClientClosed)
+			}
+			return
+		}
+		if !time.Now().Before(exp) {
+			s.end(fmt.Errorf("%w: lease %s not refreshed before it expired at %v (by the client's clock)", ErrLeaseLost, s.leaseID, exp.Format(time.RFC3339Nano)))
+			return
+		}
+		ctx, cancel := context.WithDeadline(s.loopCtx, exp)
+		var sent time.Time
+		err := s.c.invoke(ctx, retryAlways, nil, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) error {
+			sent = time.Now()
+			_, err := pb.NewGrackleServiceClient(cc).RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{
+				NamespaceName: s.ns, LeaseId: s.leaseID, TtlSeconds: int64(s.ttl / time.Second)}, o...)
+			return err
+		})
+		cancel()
+		switch {
+		case err == nil:
+			s.setRefreshed(sent)
+			failures = 0
+		case s.loopCtx.Err() != nil:
+			if s.c.isClosed() {
+				s.end(ErrClientClosed)
+			}
+			return
+		case status.Code(err) == codes.NotFound:
+			s.endGone(err)
+			return
+		default:
+			// Unavailable for longer than a retry budget, or the expiry
+			// passed (the next turn ends the session), or some other error:
+			// keep trying while the lease may live.
+			failures++
+		}
+	}
+}
+
+// checkLease asks the server whether the lease still exists; if it says
+// NotFound, the session ends with ErrLeaseLost. It reports whether the
+// session has ended.
+func (s *Session) checkLease(ctx context.Context) bool {
+	if s.ctx.Err() != nil {
+		return true
+	}
+	_, err := s.c.GetSemaphoreLease(ctx, &pb.GetSemaphoreLeaseRequest{NamespaceName: s.ns, LeaseId: s.leaseID})
+	if status.Code(err) == codes.NotFound {
+		s.endGone(err)
+	}
+	return s.ctx.Err() != nil
+}
+
+// Close stops refreshing the lease and revokes it, which releases every
+// hold it has. Done is closed before the revoke is sent. Closing a session
+// whose lease is already gone is not an error (no revoke is sent when the
+// server already said the lease does not exist; after a loss by the
+// client's clock alone, the revoke is still tried); a second Close returns
+// what the first returned.
+func (s *Session) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.stopLoop()
+		s.end(ErrSessionClosed)
+		s.mu.Lock()
+		gone := s.gone
+		s.mu.Unlock()
+		if gone {
+			return // nothing left to revoke
+		}
+		if s.c.isClosed() {
+			s.closeErr = ErrClientClosed
+			return
+		}
+		_, err := s.c.RevokeSemaphoreLease(ctx, &pb.RevokeSemaphoreLeaseRequest{NamespaceName: s.ns, LeaseId: s.leaseID})
+		if status.Code(err) == codes.NotFound {
+			err = nil
+		}
+		s.closeErr = err
+	})
+	return s.closeErr
+}
+
+// Semaphore returns the handle of semaphore name (in the session's
+// namespace) under the session's lease. The same name always gives the
+// same handle.
+func (s *Session) Semaphore(name string) *Semaphore {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.sems[name]
+	if !ok {
+		m = &Semaphore{sess: s, name: name, lock: make(chan struct{}, 1)}
+		s.sems[name] = m
+	}
+	return m
+}
