@@ -4,9 +4,12 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+	"github.com/grackle-coord/grackle/rpc"
 	"github.com/grackle-coord/grackle/server/servertest"
 )
 
@@ -68,5 +71,16 @@ func TestSeedWorkflowThroughFollower(t *testing.T) {
 	b := must(c.Client(c.Leader()).GetNamespace(ctx, &pb.GetNamespaceRequest{NamespaceName: "third_parties"}))
 	if a.Namespace.UpdatedAt != b.Namespace.UpdatedAt {
 		t.Fatalf("follower %v leader %v", a, b)
+	}
+}
+
+// A write sent to a follower is forwarded, and the leader's response
+// header (the Raft index) reaches the caller through the follower.
+func TestForwardedWriteCarriesRaftIndex(t *testing.T) {
+	c := servertest.Start(t, 3, nil)
+	var hdr metadata.MD
+	must(c.Client(c.Follower()).CreateNamespace(ctxT(t), &pb.CreateNamespaceRequest{Name: "fwd"}, grpc.Header(&hdr)))
+	if v := hdr.Get(rpc.RaftIndexKey); len(v) != 1 || v[0] == "" || v[0] == "0" {
+		t.Fatalf("header %s = %v", rpc.RaftIndexKey, v)
 	}
 }

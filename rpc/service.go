@@ -236,12 +236,28 @@ func (s *Service) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := s.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithUnaryInterceptor(relayMetadata))
 	if err != nil {
 		return nil, err
 	}
 	s.conns[addr] = c
 	return c, nil
+}
+
+// relayMetadata hands the leader's response headers and trailers (the Raft
+// index, the leader's address on Unavailable) back through a forwarding
+// follower. ctx derives from the follower's incoming call, so SetHeader and
+// SetTrailer reach the original caller.
+func relayMetadata(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	var hdr, trl metadata.MD
+	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Header(&hdr), grpc.Trailer(&trl))...)
+	if len(hdr) > 0 {
+		_ = grpc.SetHeader(ctx, hdr)
+	}
+	if len(trl) > 0 {
+		_ = grpc.SetTrailer(ctx, trl)
+	}
+	return err
 }
 
 // apply stamps and proposes one command on the leader and returns the
