@@ -166,6 +166,7 @@ did not acquire (UNAVAILABLE or TIMED_OUT), 130 interrupted.`,
 		a.leaseCmd(),
 		a.clusterCmd(),
 		a.benchCmd(),
+		a.runCmd(),
 	)
 	return root
 }

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/grackle-coord/grackle/client"
+)
+
+// exitLeaseLost is `grackle run`'s exit code when the lease was lost while
+// the command ran (the command was stopped).
+const exitLeaseLost = 4
+
+// runCmd is `grackle run`: hold permits while a command runs, like
+// `consul lock` and `etcdctl lock`.
+func (a *app) runCmd() *cobra.Command {
+	var (
+		ns, sem, processID string
+		weight             int64
+		ttl, wait, grace   time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "run --namespace NS --semaphore S [flags] -- CMD [ARGS...]",
+		Short: "Run a command while holding permits of a semaphore",
+		Long: `Create a lease, acquire --weight permits of the semaphore (waiting up to
+--timeout), run the command with GRACKLE_LEASE_ID and GRACKLE_FENCING_TOKEN in
+its environment while the lease is kept refreshed, then release and revoke.
+The exit code is the command's. If the lease is lost while the command runs,
+the command gets SIGTERM, then SIGKILL after --grace, and grackle exits 4.
+Not acquired within --timeout: exit 3 and the command never runs.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("missing the command to run (after --)")
+			}
+			if ns == "" || sem == "" {
+				return usagef("--namespace and --semaphore are required")
+			}
+			if weight < 1 {
+				return usagef("weight: must be at least 1, got %d", weight)
+			}
+			if ttl < time.Second || wait < 0 || grace < 0 {
+				return usagef("ttl must be at least 1s; timeout and grace must not be negative")
+			}
+			if processID == "" {
+				host, _ := os.Hostname()
+				processID = fmt.Sprintf("%s/pid-%d", host, os.Getpid())
+			}
+			return a.runLocked(cmd.Context(), runSpec{ns: ns, sem: sem, processID: processID, weight: weight,
+				ttl: ttl, wait: wait, grace: grace, argv: args})
+		},
+	}
+	a.timeout, a.output = defaultTimeout, "table"
+	cmd.PersistentFlags().StringSliceVar(&a.endpoints, flagEndpoints, []string{defaultEndpoint},
+		"gRPC addresses (host:port, comma-separated) of any nodes [$GRACKLE_ENDPOINTS]")
+	fs := cmd.Flags()
+	fs.SetInterspersed(false) // everything after the first argument is the command's
+	fs.StringVar(&ns, "namespace", "", "namespace of the semaphore (required)")
+	fs.StringVar(&sem, "semaphore", "", "semaphore to hold (required)")
+	fs.Int64Var(&weight, "weight", 1, "permits to hold")
+	fs.DurationVar(&ttl, "ttl", 30*time.Second, "lease TTL; the lease is refreshed every TTL/3")
+	fs.DurationVar(&wait, "timeout", 60*time.Second, "how long to wait for the permits (0: do not wait)")
+	fs.DurationVar(&grace, "grace", 10*time.Second, "after SIGTERM, how long the command may take before SIGKILL")
+	fs.StringVar(&processID, "process-id", "", "the lease's process_id (default HOST/pid-PID)")
+	return cmd
+}
+
+type runSpec struct {
+	ns, sem, processID string
+	weight             int64
+	ttl, wait, grace   time.Duration
+	argv               []string
+}
+
+func (a *app) runLocked(ctx context.Context, r runSpec) error {
+	cli, err := client.New(ctx, client.Config{Endpoints: a.endpoints})
+	if err != nil {
+		return callError(ctx, err)
+	}
+	defer cli.Close()
+	sess, err := cli.NewSession(ctx, r.ns, r.processID, r.ttl)
+	if err != nil {
+		return callError(ctx, err)
+	}
+	// Whatever happens next, give the lease back (release and revoke).
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = sess.Close(cctx)
+	}()
+	semaphore := sess.Semaphore(r.sem)
+	var g *client.Grant
+	if r.wait == 0 {
+		g, err = semaphore.TryAcquire(ctx, r.weight)
+	} else {
+		actx, cancel := context.WithTimeout(ctx, r.wait)
+		g, err = semaphore.Acquire(actx, r.weight)
+		cancel()
+	}
+	switch {
+	case errors.Is(err, client.ErrTimeout), errors.Is(err, client.ErrWouldBlock):
+		return &exitError{code: exitNotAcquired, msg: fmt.Sprintf("run: %d permit(s) of %s/%s not acquired within %s", r.weight, r.ns, r.sem, r.wait)}
+	case err != nil:
+		return callError(ctx, err)
+	}
+
+	child := exec.Command(r.argv[0], r.argv[1:]...)
+	child.Stdin, child.Stdout, child.Stderr = os.Stdin, a.stdout, a.stderr
+	child.Env = append(os.Environ(),
+		"GRACKLE_LEASE_ID="+sess.LeaseID(),
+		"GRACKLE_FENCING_TOKEN="+strconv.FormatUint(g.FencingToken, 10),
+		"GRACKLE_NAMESPACE="+r.ns,
+		"GRACKLE_SEMAPHORE="+r.sem)
+	if err := child.Start(); err != nil {
+		return &exitError{code: exitCallFailed, msg: fmt.Sprintf("run: %v", err)}
+	}
+	done := make(chan error, 1)
+	go func() { done <- child.Wait() }()
+
+	select {
+	case err := <-done:
+		if code := exitCode(err); code != 0 {
+			return &exitError{code: code}
+		}
+		return nil
+	case <-sess.Done():
+		stopChild(child, done, r.grace)
+		return &exitError{code: exitLeaseLost, msg: fmt.Sprintf("run: lease %s lost (%v); stopped the command", sess.LeaseID(), sess.Err())}
+	case <-ctx.Done():
+		stopChild(child, done, r.grace)
+		return &exitError{code: exitInterrupted, msg: "interrupted; stopped the command"}
+	}
+}
+
+// stopChild sends SIGTERM, then SIGKILL if the command outlives grace.
+func stopChild(child *exec.Cmd, done <-chan error, grace time.Duration) {
+	_ = child.Process.Signal(syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		_ = child.Process.Kill()
+		<-done
+	}
+}
+
+// exitCode is the command's exit status (128+signal when a signal ended it).
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return exitCallFailed
+}
