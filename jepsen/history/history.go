@@ -1,0 +1,184 @@
+// Package history is the record of a fault-injection run: every client
+// operation with its invoke and completion times (monotonic, since the
+// run's start), its inputs and what the client saw, plus the nemesis
+// windows. Checkers read it; the runner writes it (JSON lines).
+package history
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"time"
+)
+
+// Kinds of operations.
+const (
+	CreateLease  = "create_lease"
+	Refresh      = "refresh"
+	Revoke       = "revoke"
+	Acquire      = "acquire"
+	Release      = "release"
+	GetSemaphore = "get"     // GetSemaphore: ActiveHolds, HoldersCount
+	ListHolders  = "holders" // ListSemaphoreHolders: Holders
+	FenceWrite   = "fence_write"
+)
+
+// Outcomes.
+const (
+	OK   = "ok"   // the call completed and succeeded (for acquire: any outcome but an error)
+	Fail = "fail" // the call completed with an error that proves it did not happen (or changed nothing)
+	Info = "info" // indeterminate: timeout, connection cut; it may or may not have happened
+)
+
+// Acquire outcomes (Op.AcquireOutcome, when Outcome == OK).
+const (
+	Acquired    = "ACQUIRED"
+	Unavailable = "UNAVAILABLE"
+	TimedOut    = "TIMED_OUT"
+)
+
+// Holder is one holder seen by a ListHolders read.
+type Holder struct {
+	Lease  string `json:"lease"`
+	Weight int64  `json:"weight"`
+	Token  uint64 `json:"token"`
+}
+
+// Op is one client operation.
+type Op struct {
+	ID      int    `json:"id"`
+	Process int    `json:"process"` // the client (worker) that ran it; one op at a time per process
+	Kind    string `json:"kind"`
+	Node    string `json:"node,omitempty"` // endpoint the client used, when known
+
+	Namespace string `json:"ns,omitempty"`
+	Semaphore string `json:"sem,omitempty"`
+	Lease     string `json:"lease,omitempty"` // acquire/release/refresh/revoke/fence_write; create_lease: the id returned
+	Weight    int64  `json:"weight,omitempty"`
+	TTL       int64  `json:"ttl,omitempty"`     // create_lease/refresh: ttl_seconds
+	Timeout   int64  `json:"timeout,omitempty"` // acquire: timeout_seconds
+
+	// Times since the run's start (monotonic clock). Complete is 0 for an
+	// indeterminate op (Outcome Info): it has an open end.
+	Invoke   time.Duration `json:"invoke"`
+	Complete time.Duration `json:"complete"`
+
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"` // gRPC code and message for Fail/Info
+
+	// Results, by kind.
+	AcquireOutcome string   `json:"acquire_outcome,omitempty"`
+	Token          uint64   `json:"token,omitempty"`      // acquire ACQUIRED: fencing token; fence_write: the token written
+	ExpiresAt      int64    `json:"expires_at,omitempty"` // server's expires_at (Unix ns) of the lease/hold
+	ActiveHolds    int64    `json:"active_holds,omitempty"`
+	HoldersCount   int64    `json:"holders_count,omitempty"`
+	Holders        []Holder `json:"holders,omitempty"`
+	// FenceWrite: Accepted is false when the register rejected the token
+	// (an older token than one it already saw).
+	Accepted bool `json:"accepted,omitempty"`
+}
+
+// Nemesis is one fault window: from Start (fault injected) to End (healed).
+type Nemesis struct {
+	Kind   string        `json:"kind"` // kill, pause, partition-halves, partition-majority, isolate-leader, bridge, membership, transfer-storm
+	Detail string        `json:"detail,omitempty"`
+	Start  time.Duration `json:"start"`
+	End    time.Duration `json:"end"`
+}
+
+// History is a whole run.
+type History struct {
+	Seed     int64             `json:"seed"`
+	Nodes    int               `json:"nodes"`
+	Duration time.Duration     `json:"duration"`
+	Permits  map[string]int64  `json:"permits"` // semaphore -> permits (fixed during a run)
+	Meta     map[string]string `json:"meta,omitempty"`
+	Ops      []Op              `json:"-"`
+	Nemeses  []Nemesis         `json:"-"`
+	// HealedAt is when the final heal finished; checks of "after healing"
+	// (lost acknowledged grants, liveness) use it.
+	HealedAt time.Duration `json:"healed_at"`
+	// ServedAgainAt is when a fresh client first succeeded after HealedAt
+	// (0: never within the run).
+	ServedAgainAt time.Duration `json:"served_again_at"`
+}
+
+// Sorted returns the ops ordered by invoke time (stable on ID).
+func (h *History) Sorted() []Op {
+	ops := append([]Op(nil), h.Ops...)
+	sort.SliceStable(ops, func(i, j int) bool {
+		if ops[i].Invoke != ops[j].Invoke {
+			return ops[i].Invoke < ops[j].Invoke
+		}
+		return ops[i].ID < ops[j].ID
+	})
+	return ops
+}
+
+type line struct {
+	Header  *History `json:"header,omitempty"`
+	Op      *Op      `json:"op,omitempty"`
+	Nemesis *Nemesis `json:"nemesis,omitempty"`
+}
+
+// Write stores the history as JSON lines: a header, then ops, then nemeses.
+func (h *History) Write(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	if err := enc.Encode(line{Header: h}); err != nil {
+		return err
+	}
+	for i := range h.Ops {
+		if err := enc.Encode(line{Op: &h.Ops[i]}); err != nil {
+			return err
+		}
+	}
+	for i := range h.Nemeses {
+		if err := enc.Encode(line{Nemesis: &h.Nemeses[i]}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Read parses what Write wrote.
+func Read(r io.Reader) (*History, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	var h *History
+	for n := 1; sc.Scan(); n++ {
+		var l line
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return nil, fmt.Errorf("history line %d: %w", n, err)
+		}
+		switch {
+		case l.Header != nil:
+			h = l.Header
+		case h == nil:
+			return nil, fmt.Errorf("history line %d: no header before it", n)
+		case l.Op != nil:
+			h.Ops = append(h.Ops, *l.Op)
+		case l.Nemesis != nil:
+			h.Nemeses = append(h.Nemeses, *l.Nemesis)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, fmt.Errorf("history: empty")
+	}
+	return h, nil
+}
+
+// Load reads a history file.
+func Load(path string) (*History, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return Read(f)
+}
