@@ -29,6 +29,9 @@ func (s *Service) write(ctx context.Context, cmd *fsmpb.Command, fwd func(contex
 
 // read runs a linearizable read on the leader, or forwards the call.
 func (s *Service) read(ctx context.Context, fwd func(context.Context, pb.GrackleServiceClient) error, local func(now int64) error) error {
+	if faultOn("stale-read") {
+		return local(time.Now().UnixNano()) // broken on purpose (faultinject builds only)
+	}
 	conn, _, err := s.route(ctx)
 	if err != nil {
 		return err
@@ -266,6 +269,11 @@ func (s *Service) AcquireSemaphore(ctx context.Context, r *pb.AcquireSemaphoreRe
 	if err != nil {
 		return nil, err
 	}
+	if faultOn("early-grant") && !queued {
+		if early := s.earlyGrant(ls, w, r); early != nil {
+			return early, nil // broken on purpose (faultinject builds only)
+		}
+	}
 	res, err := s.apply(ctx, ls, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
 		Queued: queued,
 		Grant:  &fsmpb.Grant{NamespaceName: r.NamespaceName, SemaphoreName: r.SemaphoreName, LeaseId: r.LeaseId, Weight: r.Weight, Metadata: r.Metadata},
@@ -488,4 +496,23 @@ func statusFromErrOrNil(err error) error {
 		return nil
 	}
 	return statusFromErr(err)
+}
+
+// earlyGrant acknowledges an acquire that fits in this node's current view
+// before its command commits (the fault "early-grant"; faultinject builds
+// only). The command is still proposed, in the background.
+func (s *Service) earlyGrant(ls *leaderState, w *waiter, r *pb.AcquireSemaphoreRequest) *pb.AcquireSemaphoreResponse {
+	permits, holds, ok := s.fsm.SemaphoreCapacity(r.NamespaceName, r.SemaphoreName)
+	if !ok || holds-s.fsm.HeldWeight(r.NamespaceName, r.SemaphoreName, r.LeaseId)+r.Weight > permits {
+		return nil
+	}
+	ls.q.mu.Lock()
+	ls.q.removeLocked(w)
+	w.finished = true
+	ls.q.mu.Unlock()
+	go s.apply(context.Background(), ls, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{
+		Grant: &fsmpb.Grant{NamespaceName: r.NamespaceName, SemaphoreName: r.SemaphoreName, LeaseId: r.LeaseId, Weight: r.Weight, Metadata: r.Metadata}}}})
+	sem, _ := s.fsm.GetSemaphore(r.NamespaceName, r.SemaphoreName, s.clock.now())
+	return &pb.AcquireSemaphoreResponse{Semaphore: sem, Outcome: pb.AcquireOutcome_ACQUIRE_OUTCOME_ACQUIRED,
+		Holder: &pb.SemaphoreHolder{LeaseId: r.LeaseId, Weight: r.Weight, FencingToken: s.fsm.AppliedIndex() + 1}}
 }
