@@ -1,0 +1,78 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grackle-coord/grackle/jepsen/history"
+)
+
+// recorder collects operations with monotonic times since the run's start.
+type recorder struct {
+	t0  time.Time
+	mu  sync.Mutex
+	ops []history.Op
+	id  int
+}
+
+func (r *recorder) since() time.Duration { return time.Since(r.t0) }
+
+// begin stamps an op's invoke time and returns it for completion.
+func (r *recorder) begin(op history.Op) *history.Op {
+	op.Invoke = r.since()
+	return &op
+}
+
+// end stamps the completion and stores the op. Indeterminate ops keep an
+// open end (Complete 0).
+func (r *recorder) end(op *history.Op, err error) {
+	now := r.since()
+	op.Outcome = classify(op.Kind, err)
+	if err != nil {
+		st := status.Convert(err)
+		op.Error = st.Code().String() + ": " + st.Message()
+	}
+	if op.Outcome != history.Info {
+		op.Complete = now
+	}
+	r.mu.Lock()
+	r.id++
+	op.ID = r.id
+	r.ops = append(r.ops, *op)
+	r.mu.Unlock()
+}
+
+// classify decides whether a failed call certainly did not happen (Fail)
+// or might have (Info). Reads change nothing, so a failed read is Fail.
+func classify(kind string, err error) string {
+	if err == nil {
+		return history.OK
+	}
+	switch kind {
+	case history.GetSemaphore, history.ListHolders:
+		return history.Fail
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return history.Info
+	}
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.FailedPrecondition,
+		codes.ResourceExhausted, codes.Aborted:
+		return history.Fail
+	case codes.Unavailable:
+		// Only these messages prove the call never reached the log.
+		for _, m := range []string{"not the leader", "no leader is known", "leader not ready", "cannot reach the leader", "raft is overloaded"} {
+			if strings.Contains(st.Message(), m) && !strings.Contains(st.Message(), "while waiting") {
+				return history.Fail
+			}
+		}
+	}
+	return history.Info
+}
