@@ -71,9 +71,16 @@ func (s *state) applyCommand(index uint64, cmd *fsmpb.Command) *Result {
 	if now < s.lastNow {
 		now = s.lastNow
 	}
+	prevNow := s.lastNow
 	s.lastNow = now
 	a := &applier{s: s, index: index, now: now, res: res}
 	res.Err = a.op(cmd)
+	if res.Err != nil && res.Err.Code == CodeInternal {
+		// A command this server cannot apply changes nothing: no grants,
+		// not even the clock.
+		s.lastNow = prevNow
+		return res
+	}
 	if len(cmd.GetGrants()) > 0 {
 		a.grants(cmd.GetGrants())
 	}
@@ -117,11 +124,14 @@ func (a *applier) op(cmd *fsmpb.Command) *Error {
 	case *fsmpb.Command_Noop:
 		return nil
 	case nil:
-		if len(cmd.GetGrants()) > 0 {
-			return nil // a command made only of grants
-		}
 		if cmd.GetSkippable() {
 			return nil
+		}
+		// An op this server does not know decodes as an unknown field:
+		// applying only the grants of such a command would diverge from
+		// the servers that know the op.
+		if len(cmd.GetGrants()) > 0 && len(cmd.ProtoReflect().GetUnknown()) == 0 {
+			return nil // a command made only of grants
 		}
 		return errf(CodeInternal, "command carries no op this server knows (not skippable)")
 	}
@@ -309,12 +319,14 @@ func (a *applier) lookupGrant(g *fsmpb.Grant) (semRec, leaseRec, *Error) {
 	if !ok {
 		return semRec{}, leaseRec{}, notFound("semaphore %q not found in namespace %q", g.SemaphoreName, g.NamespaceName)
 	}
+	// API.md's first rule before its second: a weight that can never fit
+	// is InvalidArgument even when the lease is also missing.
+	if g.Weight > sem.permits {
+		return semRec{}, leaseRec{}, invalid("weight exceeds semaphore permits (weight %d, permits %d)", g.Weight, sem.permits)
+	}
 	l, ok := s.getLease(g.NamespaceName, g.LeaseId)
 	if !ok || l.expiresAt <= a.now {
 		return semRec{}, leaseRec{}, notFound("lease %q not found or expired in namespace %q", g.LeaseId, g.NamespaceName)
-	}
-	if g.Weight > sem.permits {
-		return semRec{}, leaseRec{}, invalid("weight exceeds semaphore permits (weight %d, permits %d)", g.Weight, sem.permits)
 	}
 	return sem, l, nil
 }
@@ -366,18 +378,21 @@ func (a *applier) acquire(c *fsmpb.Acquire) *Error {
 		return err
 	}
 	s := a.s
-	// The attempt itself is activity, granted or not.
-	sem.lastActivity = a.now
-	s.semaphores.ReplaceOrInsert(sem)
 	// A queued call waits its turn, except that shrinking an existing hold
 	// never has to wait: it only frees permits.
 	old, had := s.holderOf(g.NamespaceName, g.SemaphoreName, g.LeaseId)
 	if !c.Queued || (had && g.Weight <= old.weight) {
 		ok, gerr := a.tryGrant(g, sem, l)
 		if gerr != nil {
-			return gerr
+			return gerr // a failed op changes nothing, not even last_activity_at
 		}
 		a.res.Acquired = ok
+	}
+	if !a.res.Acquired {
+		// The attempt itself is activity, granted or not (tryGrant
+		// records it for a grant).
+		sem.lastActivity = a.now
+		s.semaphores.ReplaceOrInsert(sem)
 	}
 	sem, _ = s.getSem(g.NamespaceName, g.SemaphoreName)
 	a.res.Semaphore = s.semView(sem, a.now)
@@ -548,7 +563,8 @@ func (a *applier) extendLeases(c *fsmpb.ExtendLeases) *Error {
 		return invalid("extend_ns: must be >= 0, got %d", c.GetExtendNs())
 	}
 	var live []expiryKey
-	a.s.expiry.AscendGreaterOrEqual(expiryKey{at: a.now + 1}, func(k expiryKey) bool {
+	// satAdd: at now = MaxInt64, now+1 would wrap and select every lease.
+	a.s.expiry.AscendGreaterOrEqual(expiryKey{at: satAdd(a.now, 1)}, func(k expiryKey) bool {
 		live = append(live, k)
 		return true
 	})

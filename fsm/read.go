@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"encoding/base64"
+	"math"
 	"strconv"
 	"strings"
 
@@ -259,6 +260,9 @@ func (s *state) listHolders(ns, sem string, limit int32, token string, now int64
 				return holderRec{ns: ns, sem: sem}, true
 			}
 			seq, err := strconv.ParseUint(strings.TrimSuffix(k, "\x00"), 10, 64)
+			if strings.HasSuffix(k, "\x00") && seq < math.MaxUint64 {
+				seq++ // "<seq>\x00" is the position just after seq (see page)
+			}
 			return holderRec{ns: ns, sem: sem, seq: seq}, err == nil
 		},
 		visible: func(h holderRec) bool { return s.leaseAlive(h.ns, h.leaseID, now) }}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
@@ -213,26 +214,41 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-func readSnapshot(r io.Reader, tmpDir string) (*state, error) {
+func readSnapshot(r io.Reader, tmpDir string) (st *state, err error) {
 	tmp, err := os.CreateTemp(tmpDir, "grackle-restore-*.db")
 	if err != nil {
 		return nil, err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, r); err != nil {
+	size, err := io.Copy(tmp, r)
+	if err != nil {
 		tmp.Close()
 		return nil, err
 	}
 	if err := tmp.Close(); err != nil {
 		return nil, err
 	}
+	// bbolt trusts its file: a corrupt page fails one of its assertions
+	// (a panic) and a page past the end of a truncated file faults on the
+	// mmap. Either must be an error here, never a crash of the node.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			st, err = nil, fmt.Errorf("corrupt snapshot database: %v", p)
+		}
+	}()
 	db, err := bolt.Open(tmp.Name(), 0o600, &bolt.Options{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("not a snapshot database: %w", err)
 	}
 	defer db.Close()
-	st := newState()
-	err = db.View(func(tx *bolt.Tx) error { return loadState(tx, st) })
+	st = newState()
+	err = db.View(func(tx *bolt.Tx) error {
+		if tx.Size() > size {
+			return fmt.Errorf("truncated snapshot: %d bytes, the database needs %d", size, tx.Size())
+		}
+		return loadState(tx, st)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -173,6 +173,11 @@ func (q *queues) settle(ws []*waiter, offset int, res *fsm.Result) {
 		w.inFlight, w.delta = false, 0
 		keys[w.key] = true
 		if res == nil || offset+i >= len(res.Grants) {
+			if w.abandoned {
+				// Its caller stopped waiting for this outcome, which is
+				// unknown: answer TIMED_OUT with the state as it is now.
+				q.finishLocked(w, waitResult{})
+			}
 			continue
 		}
 		gr := res.Grants[offset+i]

@@ -263,6 +263,10 @@ func relayMetadata(ctx context.Context, method string, req, reply any, cc *grpc.
 // apply stamps and proposes one command on the leader and returns the
 // FSM's result. The leader's queues observe every result.
 func (s *Service) apply(ctx context.Context, ls *leaderState, cmd *fsmpb.Command) (*fsm.Result, error) {
+	if err := ctx.Err(); err != nil {
+		// Never propose for a caller that is gone (or a term that ended).
+		return nil, s.fromRaft(ctx, err)
+	}
 	cmd.Now = s.clock.now()
 	data, err := fsm.Encode(cmd)
 	if err != nil {
