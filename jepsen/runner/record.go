@@ -68,7 +68,9 @@ func classify(kind string, err error) string {
 		return history.Fail
 	case codes.Unavailable:
 		// Only these messages prove the call never reached the log.
-		for _, m := range []string{"not the leader", "no leader is known", "leader not ready", "cannot reach the leader", "raft is overloaded"} {
+		// A connection that never carried the request proves it too.
+		for _, m := range []string{"not the leader", "no leader is known", "leader not ready", "cannot reach the leader", "raft is overloaded",
+			"Error while dialing", "error reading server preface"} {
 			if strings.Contains(st.Message(), m) && !strings.Contains(st.Message(), "while waiting") {
 				return history.Fail
 			}

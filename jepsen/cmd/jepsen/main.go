@@ -19,7 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/grackle-coord/grackle/jepsen/history"
 	"github.com/grackle-coord/grackle/jepsen/runner"
 )
 
@@ -35,6 +34,8 @@ func main() {
 	fenced := flag.Int("fenced", 4, "processes of the fenced/expiry workload")
 	every := flag.Duration("fault-every", 4*time.Second, "mean gap between faults")
 	hold := flag.Duration("fault-for", 4*time.Second, "mean length of a fault")
+	linTimeout := flag.Duration("lin-timeout", 60*time.Second, "bound of the linearizability search")
+	liveness := flag.Duration("liveness", 30*time.Second, "the cluster must serve again this soon after healing")
 	flag.Parse()
 
 	if *seed == 0 {
@@ -96,7 +97,7 @@ func main() {
 		fail(1, "%v", err)
 	}
 	f.Close()
-	os.Exit(checkAndReport(*out, h))
+	os.Exit(checkAndReport(*out, h, *linTimeout, *liveness))
 }
 
 func contains(xs []string, x string) bool {
@@ -112,5 +113,3 @@ func fail(code int, format string, a ...any) {
 	fmt.Fprintf(os.Stderr, "jepsen: "+format+"\n", a...)
 	os.Exit(code)
 }
-
-var _ = history.OK
