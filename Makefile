@@ -3,7 +3,7 @@ GO        ?= go
 BIN       ?= bin
 PROTO_SRC := $(shell find proto -name '*.proto')
 
-.PHONY: help build test proto run bench failover-bench compare-bench fuzz vet fmt clean image cluster-up cluster-down compose-test
+.PHONY: help build test proto run bench failover-bench compare-bench jepsen jepsen-ci fuzz vet fmt clean image cluster-up cluster-down compose-test
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -36,6 +36,18 @@ failover-bench: ## leader SIGKILL -> first write, 10 trials on 3 processes
 
 compare-bench: ## W2 hand-off and expiry lateness, Grackle and etcd side by side
 	bash bench/compare.sh
+
+JEPSEN_NODES    ?= 3
+JEPSEN_DURATION ?= 120s
+JEPSEN_NEMESIS  ?= all
+JEPSEN_SEED     ?= 0
+JEPSEN_FAULT    ?=
+
+jepsen: ## fault-injection run (root): JEPSEN_NODES, _DURATION, _NEMESIS, _SEED, _FAULT
+	$(GO) run ./jepsen/cmd/jepsen -nodes $(JEPSEN_NODES) -duration $(JEPSEN_DURATION) -nemesis $(JEPSEN_NEMESIS) -seed $(JEPSEN_SEED) -fault "$(JEPSEN_FAULT)"
+
+jepsen-ci: ## the short fault-injection runs of CI (clean run + each fault caught)
+	bash jepsen/ci.sh
 
 fuzz: ## fuzz the state machine for 60 s
 	$(GO) test -run '^$$' -fuzz=FuzzApply -fuzztime=60s ./fsm/

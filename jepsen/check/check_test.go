@@ -445,3 +445,27 @@ func TestTimeoutButIllegalPrefix(t *testing.T) {
 		t.Errorf("want #%d and #%d:\n%s", badAcq, bad, dump(r))
 	}
 }
+
+// An acquire answered NotFound says the lease is gone: fine after a
+// revoke (even an indeterminate one), an anomaly otherwise.
+func TestLeaseGone(t *testing.T) {
+	b := newHB(map[string]int64{"s": 1})
+	b.lease(1, "A", 0, 1, 300)
+	b.acq(1, "s", "A", 1, 10, 12, history.Acquired, 3)
+	b.revoke(1, "s", "A", 20, 0, history.Info)
+	nf := b.acq(11, "s", "A", 1, 30, 31, history.Fail, 0)
+	b.h.Ops[len(b.h.Ops)-1].Error = "NotFound: lease A not found"
+	b.get(2, "s", 40, 41, 0, 0)
+	expect(t, Linearizability(b.h, lt), Valid, "")
+
+	b = newHB(map[string]int64{"s": 1})
+	b.lease(1, "A", 0, 1, 300)
+	b.acq(1, "s", "A", 1, 10, 12, history.Acquired, 3)
+	nf = b.acq(1, "s", "A", 1, 30, 31, history.Fail, 0)
+	b.h.Ops[len(b.h.Ops)-1].Error = "NotFound: lease A not found"
+	r := Linearizability(b.h, lt)
+	an := expect(t, r, Invalid, "not-linearizable")
+	if !hasOps(an, nf) {
+		t.Errorf("want the NotFound answer in the sub-history:\n%s", dump(r))
+	}
+}

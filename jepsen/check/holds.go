@@ -56,11 +56,12 @@ type index struct {
 	holds  map[string]map[string][]span // sem -> lease -> spans
 	sems   []string                     // every semaphore key seen, sorted
 	semNS  map[string][2]string         // key -> namespace, name
+	on     map[string][]string          // sem -> leases that acquired it (cache)
 }
 
 func newIndex(h *history.History) *index {
 	ix := &index{h: h, ops: h.Sorted(), leases: map[string]*leaseOps{}, alive: map[string][]span{},
-		holds: map[string]map[string][]span{}, semNS: map[string][2]string{}}
+		holds: map[string]map[string][]span{}, semNS: map[string][2]string{}, on: map[string][]string{}}
 	lo := func(id string) *leaseOps {
 		l := ix.leases[id]
 		if l == nil {
@@ -297,12 +298,16 @@ func spanAt(sp []span, t time.Duration) (span, bool) {
 
 // leasesOn lists the leases that ever acquired sem, sorted.
 func (ix *index) leasesOn(sem string) []string {
-	var out []string
+	if out, ok := ix.on[sem]; ok {
+		return out
+	}
+	out := []string{}
 	for id, l := range ix.leases {
 		if s := l.bySem[sem]; s != nil && len(s.acquires) > 0 {
 			out = append(out, id)
 		}
 	}
 	sort.Strings(out)
+	ix.on[sem] = out
 	return out
 }
