@@ -453,7 +453,7 @@ func TestLeaseGone(t *testing.T) {
 	b.lease(1, "A", 0, 1, 300)
 	b.acq(1, "s", "A", 1, 10, 12, history.Acquired, 3)
 	b.revoke(1, "s", "A", 20, 0, history.Info)
-	nf := b.acq(11, "s", "A", 1, 30, 31, history.Fail, 0)
+	b.acq(11, "s", "A", 1, 30, 31, history.Fail, 0)
 	b.h.Ops[len(b.h.Ops)-1].Error = "NotFound: lease A not found"
 	b.get(2, "s", 40, 41, 0, 0)
 	expect(t, Linearizability(b.h, lt), Valid, "")
@@ -461,7 +461,7 @@ func TestLeaseGone(t *testing.T) {
 	b = newHB(map[string]int64{"s": 1})
 	b.lease(1, "A", 0, 1, 300)
 	b.acq(1, "s", "A", 1, 10, 12, history.Acquired, 3)
-	nf = b.acq(1, "s", "A", 1, 30, 31, history.Fail, 0)
+	nf := b.acq(1, "s", "A", 1, 30, 31, history.Fail, 0)
 	b.h.Ops[len(b.h.Ops)-1].Error = "NotFound: lease A not found"
 	r := Linearizability(b.h, lt)
 	an := expect(t, r, Invalid, "not-linearizable")
