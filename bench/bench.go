@@ -137,7 +137,9 @@ func Handoff(ctx context.Context, conn *grpc.ClientConn, c HandoffConfig) (Hando
 					Weight: 1, TimeoutSeconds: 60})
 				t1 := time.Now()
 				if err != nil || r.Outcome != pb.AcquireOutcome_ACQUIRE_OUTCOME_ACQUIRED {
-					if runCtx.Err() != nil {
+					// gRPC may report the deadline a moment before the
+					// context itself does: past the window is the end.
+					if runCtx.Err() != nil || !t1.Before(to) {
 						break
 					}
 					mu.Lock()
