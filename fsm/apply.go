@@ -186,7 +186,7 @@ func (a *applier) deleteNamespace(c *fsmpb.DeleteNamespace) *Error {
 		return nil // deleting a missing namespace is not an error
 	}
 	var leases []leaseRec
-	s.leases.AscendGreaterOrEqual(leaseRec{ns: ns.name}, func(l leaseRec) bool {
+	s.leases.AscendGreaterOrEqual(leaseRec{leaseIdent: &leaseIdent{ns: ns.name}}, func(l leaseRec) bool {
 		if l.ns != ns.name {
 			return false
 		}
@@ -232,9 +232,9 @@ func (a *applier) createSemaphore(c *fsmpb.CreateSemaphore) *Error {
 	if ns.semCount >= s.limits.MaxSemaphoresPerNamespace {
 		return errf(CodeResourceExhausted, "semaphores: limit of %d per namespace reached in %q", s.limits.MaxSemaphoresPerNamespace, ns.name)
 	}
-	sem := semRec{ns: c.NamespaceName, name: c.Name, desc: c.Description, md: copyMetadata(c.Metadata), permits: c.Permits,
+	sem := semRec{ns: ns.name, name: c.Name, desc: c.Description, md: copyMetadata(c.Metadata), permits: c.Permits,
 		version: 1, createdAt: a.now, updatedAt: a.now, lastActivity: a.now}
-	s.semaphores.ReplaceOrInsert(sem)
+	s.putSem(sem)
 	ns.semCount++
 	s.namespaces.ReplaceOrInsert(ns)
 	a.res.Semaphore = s.semView(sem, a.now)
@@ -266,7 +266,7 @@ func (a *applier) updateSemaphore(c *fsmpb.UpdateSemaphore) *Error {
 	}
 	raised := c.Permits > sem.permits
 	sem.desc, sem.md, sem.permits, sem.version, sem.updatedAt = c.Description, copyMetadata(c.Metadata), c.Permits, sem.version+1, a.now
-	s.semaphores.ReplaceOrInsert(sem)
+	s.putSem(sem)
 	if raised {
 		a.res.Freed = append(a.res.Freed, SemKey{sem.ns, sem.name})
 	}
@@ -289,10 +289,9 @@ func (a *applier) deleteSemaphore(c *fsmpb.DeleteSemaphore) *Error {
 func (a *applier) dropSemaphore(sem semRec) {
 	s := a.s
 	for _, h := range s.semaphoreHolders(sem.ns, sem.name) {
-		s.holders.Delete(h)
-		s.leaseHolds.Delete(leaseHoldKey{ns: h.ns, leaseID: h.leaseID, sem: h.sem})
+		s.dropHolder(h)
 	}
-	s.semaphores.Delete(sem)
+	s.delSem(sem)
 	if ns, ok := s.getNS(sem.ns); ok {
 		ns.semCount--
 		s.namespaces.ReplaceOrInsert(ns)
@@ -309,63 +308,74 @@ func validateGrant(g *fsmpb.Grant) *Error {
 }
 
 // lookupGrant finds everything a grant needs, or the NotFound /
-// InvalidArgument error that means it can never apply.
-func (a *applier) lookupGrant(g *fsmpb.Grant) (semRec, leaseRec, *Error) {
+// InvalidArgument error that means it can never apply. It also returns the
+// hold the lease already has on the semaphore, if any. The records it
+// returns carry the stored (interned) strings, so that keys built from them
+// compare by pointer in the trees.
+func (a *applier) lookupGrant(g *fsmpb.Grant) (semRec, leaseRec, leaseHold, bool, *Error) {
 	s := a.s
-	if _, ok := s.getNS(g.NamespaceName); !ok {
-		return semRec{}, leaseRec{}, notFound("namespace %q not found", g.NamespaceName)
-	}
-	sem, ok := s.getSem(g.NamespaceName, g.SemaphoreName)
+	ns, ok := s.getNS(g.NamespaceName)
 	if !ok {
-		return semRec{}, leaseRec{}, notFound("semaphore %q not found in namespace %q", g.SemaphoreName, g.NamespaceName)
+		return semRec{}, leaseRec{}, leaseHold{}, false, notFound("namespace %q not found", g.NamespaceName)
+	}
+	sem, ok := s.getSem(ns.name, g.SemaphoreName)
+	if !ok {
+		return semRec{}, leaseRec{}, leaseHold{}, false, notFound("semaphore %q not found in namespace %q", g.SemaphoreName, g.NamespaceName)
 	}
 	// API.md's first rule before its second: a weight that can never fit
 	// is InvalidArgument even when the lease is also missing.
 	if g.Weight > sem.permits {
-		return semRec{}, leaseRec{}, invalid("weight exceeds semaphore permits (weight %d, permits %d)", g.Weight, sem.permits)
+		return semRec{}, leaseRec{}, leaseHold{}, false, invalid("weight exceeds semaphore permits (weight %d, permits %d)", g.Weight, sem.permits)
 	}
-	l, ok := s.getLease(g.NamespaceName, g.LeaseId)
-	if !ok || l.expiresAt <= a.now {
-		return semRec{}, leaseRec{}, notFound("lease %q not found or expired in namespace %q", g.LeaseId, g.NamespaceName)
+	li := s.identOf(ns.name, g.LeaseId)
+	if li == nil || li.liveExp <= a.now {
+		return semRec{}, leaseRec{}, leaseHold{}, false, notFound("lease %q not found or expired in namespace %q", g.LeaseId, g.NamespaceName)
 	}
-	return sem, l, nil
+	var old leaseHold
+	i, had := li.findHold(sem.name)
+	if had {
+		old = li.holds[i]
+	}
+	return sem, li.rec(), old, had, nil
 }
 
 // tryGrant grants g if it fits: active_holds - old weight + weight <=
-// permits. ok=false with a nil error means "does not fit now".
-func (a *applier) tryGrant(g *fsmpb.Grant, sem semRec, l leaseRec) (bool, *Error) {
+// permits. ok=false with a nil error means "does not fit now". On a grant
+// it updates *sem to what it stored and returns the stored hold.
+func (a *applier) tryGrant(g *fsmpb.Grant, sem *semRec, l leaseRec, old leaseHold, had bool) (holderRec, bool, *Error) {
 	s := a.s
-	old, had := s.holderOf(g.NamespaceName, g.SemaphoreName, g.LeaseId)
 	holds := sem.holds + g.Weight
 	if had {
 		holds -= old.weight
 	}
 	if holds > sem.permits {
-		return false, nil
+		return holderRec{}, false, nil
 	}
 	if !had && sem.holders >= s.limits.MaxHoldersPerSemaphore {
-		return false, errf(CodeResourceExhausted, "holders: limit of %d per semaphore reached on %q", s.limits.MaxHoldersPerSemaphore, sem.name)
+		return holderRec{}, false, errf(CodeResourceExhausted, "holders: limit of %d per semaphore reached on %q", s.limits.MaxHoldersPerSemaphore, sem.name)
 	}
 	token := a.index
 	if token <= s.lastToken {
 		token = s.lastToken + 1
 	}
 	s.lastToken = token
-	h := old
+	var h holderRec
 	if !had {
 		s.holdSeq++
 		h = holderRec{ns: sem.ns, sem: sem.name, seq: s.holdSeq, leaseID: l.id, lockedAt: a.now}
 		sem.holders++
-		s.leaseHolds.ReplaceOrInsert(leaseHoldKey{ns: sem.ns, leaseID: l.id, sem: sem.name, seq: h.seq})
-	} else if g.Weight < old.weight {
-		a.res.Freed = append(a.res.Freed, SemKey{sem.ns, sem.name})
+	} else {
+		h = holderRec{ns: sem.ns, sem: sem.name, seq: old.seq, leaseID: l.id, lockedAt: old.lockedAt}
+		if g.Weight < old.weight {
+			a.res.Freed = append(a.res.Freed, SemKey{sem.ns, sem.name})
+		}
 	}
 	h.weight, h.token, h.md = g.Weight, token, copyMetadata(g.Metadata)
-	s.holders.ReplaceOrInsert(h)
+	s.addHolder(h, l.leaseIdent)
 	sem.holds = holds
 	sem.lastActivity = a.now
-	s.semaphores.ReplaceOrInsert(sem)
-	return true, nil
+	s.putSem(*sem)
+	return h, true, nil
 }
 
 func (a *applier) acquire(c *fsmpb.Acquire) *Error {
@@ -373,16 +383,18 @@ func (a *applier) acquire(c *fsmpb.Acquire) *Error {
 	if err := validateGrant(g); err != nil {
 		return err
 	}
-	sem, l, err := a.lookupGrant(g)
+	sem, l, old, had, err := a.lookupGrant(g)
 	if err != nil {
 		return err
 	}
 	s := a.s
+	var h holderRec
 	// A queued call waits its turn, except that shrinking an existing hold
 	// never has to wait: it only frees permits.
-	old, had := s.holderOf(g.NamespaceName, g.SemaphoreName, g.LeaseId)
 	if !c.Queued || (had && g.Weight <= old.weight) {
-		ok, gerr := a.tryGrant(g, sem, l)
+		var ok bool
+		var gerr *Error
+		h, ok, gerr = a.tryGrant(g, &sem, l, old, had)
 		if gerr != nil {
 			return gerr // a failed op changes nothing, not even last_activity_at
 		}
@@ -392,13 +404,11 @@ func (a *applier) acquire(c *fsmpb.Acquire) *Error {
 		// The attempt itself is activity, granted or not (tryGrant
 		// records it for a grant).
 		sem.lastActivity = a.now
-		s.semaphores.ReplaceOrInsert(sem)
+		s.putSem(sem)
 	}
-	sem, _ = s.getSem(g.NamespaceName, g.SemaphoreName)
 	a.res.Semaphore = s.semView(sem, a.now)
 	if a.res.Acquired {
-		h, _ := s.holderOf(g.NamespaceName, g.SemaphoreName, g.LeaseId)
-		a.res.Holder = s.holderView(h, a.now)
+		a.res.Holder = holderViewOf(h, l)
 	}
 	return nil
 }
@@ -415,14 +425,18 @@ func (a *applier) grants(gs []*fsmpb.Grant) {
 		if blocked[key] {
 			continue
 		}
-		var ok bool
+		var ok, found bool
+		var sem semRec
+		var h holderRec
+		var l leaseRec
 		r.Err = validateGrant(g)
 		if r.Err == nil {
-			var sem semRec
-			var l leaseRec
-			sem, l, r.Err = a.lookupGrant(g)
+			var old leaseHold
+			var had bool
+			sem, l, old, had, r.Err = a.lookupGrant(g)
 			if r.Err == nil {
-				ok, r.Err = a.tryGrant(g, sem, l)
+				found = true
+				h, ok, r.Err = a.tryGrant(g, &sem, l, old, had)
 			}
 		}
 		if !ok {
@@ -430,16 +444,17 @@ func (a *applier) grants(gs []*fsmpb.Grant) {
 				blocked = make(map[SemKey]bool)
 			}
 			blocked[key] = true
-			if sem, found := a.s.getSem(key.Namespace, key.Semaphore); found {
+			if !found {
+				sem, found = a.s.getSem(key.Namespace, key.Semaphore)
+			}
+			if found {
 				r.Semaphore = a.s.semView(sem, a.now)
 			}
 			continue
 		}
 		r.Granted = true
-		sem, _ := a.s.getSem(key.Namespace, key.Semaphore)
 		r.Semaphore = a.s.semView(sem, a.now)
-		h, _ := a.s.holderOf(key.Namespace, key.Semaphore, g.LeaseId)
-		r.Holder = a.s.holderView(h, a.now)
+		r.Holder = holderViewOf(h, l)
 	}
 }
 
@@ -449,20 +464,23 @@ func (a *applier) release(c *fsmpb.Release) *Error {
 		return err
 	}
 	s := a.s
-	if _, ok := s.getNS(c.NamespaceName); !ok {
+	ns, ok := s.getNS(c.NamespaceName)
+	if !ok {
 		return notFound("namespace %q not found", c.NamespaceName)
 	}
-	sem, ok := s.getSem(c.NamespaceName, c.SemaphoreName)
+	sem, ok := s.getSem(ns.name, c.SemaphoreName)
 	if !ok {
 		return notFound("semaphore %q not found in namespace %q", c.SemaphoreName, c.NamespaceName)
 	}
-	if h, ok := s.holderOf(c.NamespaceName, c.SemaphoreName, c.LeaseId); ok {
-		s.removeHolder(h)
-		sem, _ = s.getSem(c.NamespaceName, c.SemaphoreName)
+	if lh, li, ok := s.holdOf(sem.ns, sem.name, c.LeaseId); ok {
+		s.holders.Delete(holderRec{ns: sem.ns, sem: sem.name, seq: lh.seq})
+		li.dropHold(sem.name)
+		sem.holds -= lh.weight
+		sem.holders--
 		a.res.Freed = append(a.res.Freed, SemKey{sem.ns, sem.name})
 	}
 	sem.lastActivity = a.now
-	s.semaphores.ReplaceOrInsert(sem)
+	s.putSem(sem)
 	a.res.Semaphore = s.semView(sem, a.now)
 	return nil
 }
@@ -485,7 +503,7 @@ func (a *applier) createLease(c *fsmpb.CreateLease) *Error {
 	if ns.leaseCount >= s.limits.MaxLeasesPerNamespace {
 		return errf(CodeResourceExhausted, "leases: limit of %d per namespace reached in %q", s.limits.MaxLeasesPerNamespace, ns.name)
 	}
-	l := leaseRec{ns: c.NamespaceName, id: c.LeaseId, proc: c.ProcessId, ttl: c.TtlSeconds, createdAt: a.now,
+	l := leaseRec{leaseIdent: &leaseIdent{ns: ns.name, id: c.LeaseId, proc: c.ProcessId}, ttl: c.TtlSeconds, createdAt: a.now,
 		expiresAt: addTTL(a.now, c.TtlSeconds)}
 	s.putLease(l)
 	ns.leaseCount++

@@ -216,13 +216,11 @@ func (f *FSM) LeaseHolds(ns, leaseID string) []string {
 	s, done := f.read()
 	defer done()
 	var sems []string
-	s.leaseHolds.AscendGreaterOrEqual(leaseHoldKey{ns: ns, leaseID: leaseID}, func(k leaseHoldKey) bool {
-		if k.ns != ns || k.leaseID != leaseID {
-			return false
+	if li := s.identOf(ns, leaseID); li != nil {
+		for _, h := range li.holds {
+			sems = append(sems, h.sem)
 		}
-		sems = append(sems, k.sem)
-		return true
-	})
+	}
 	return sems
 }
 
@@ -230,7 +228,7 @@ func (f *FSM) LeaseHolds(ns, leaseID string) []string {
 func (f *FSM) HeldWeight(ns, sem, leaseID string) int64 {
 	s, done := f.read()
 	defer done()
-	h, ok := s.holderOf(ns, sem, leaseID)
+	h, _, ok := s.holdOf(ns, sem, leaseID)
 	if !ok {
 		return 0
 	}

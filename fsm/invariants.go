@@ -1,6 +1,9 @@
 package fsm
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+)
 
 // CheckInvariants verifies every invariant of the state and the agreement
 // of every index with the tables. Tests call it after each step; Restore
@@ -11,9 +14,9 @@ func (f *FSM) CheckInvariants() error {
 	return s.check()
 }
 
+// check walks every table and index once, in order; it does point lookups
+// only in the hash indexes (no tree searches), so that it stays linear.
 func (s *state) check() error {
-	type agg struct{ holds, holders int64 }
-	perSem := map[SemKey]*agg{}
 	var err error
 	fail := func(format string, a ...any) bool {
 		err = fmt.Errorf(format, a...)
@@ -21,27 +24,73 @@ func (s *state) check() error {
 	}
 	semCount := map[string]int64{}
 	leaseCount := map[string]int64{}
+	// nsOK remembers the last namespace found: the tables are ordered by
+	// namespace first.
+	lastNS, lastOK := "", false
+	nsExists := func(name string) bool {
+		if name != lastNS || !lastOK {
+			_, lastOK = s.getNS(name)
+			lastNS = name
+		}
+		return lastOK
+	}
+	var busySems int // semaphores whose stored counts are not zero
 	s.semaphores.Ascend(func(x semRec) bool {
-		if _, ok := s.getNS(x.ns); !ok {
+		if !nsExists(x.ns) {
 			return fail("semaphore %s/%s in missing namespace", x.ns, x.name)
 		}
 		if x.permits < 1 {
 			return fail("semaphore %s/%s has permits %d", x.ns, x.name, x.permits)
 		}
+		if x.holds > x.permits {
+			return fail("semaphore %s/%s: active_holds %d > permits %d", x.ns, x.name, x.holds, x.permits)
+		}
+		if m, ok := s.semIdx[SemKey{x.ns, x.name}]; !ok || !semEqual(m, x) {
+			return fail("semaphore %s/%s: the lookup index disagrees with the table", x.ns, x.name)
+		}
+		if x.holds != 0 || x.holders != 0 {
+			busySems++
+		}
 		semCount[x.ns]++
-		perSem[SemKey{x.ns, x.name}] = &agg{}
 		return true
 	})
 	if err != nil {
 		return err
 	}
-	nHolds := 0
-	s.holders.Ascend(func(h holderRec) bool {
-		a, ok := perSem[SemKey{h.ns, h.sem}]
-		if !ok {
-			return fail("holder %d of missing semaphore %s/%s", h.seq, h.ns, h.sem)
+	if len(s.semIdx) != s.semaphores.Len() {
+		return fmt.Errorf("semaphore index has %d entries for %d semaphores", len(s.semIdx), s.semaphores.Len())
+	}
+
+	// Holders come grouped by semaphore: sum each group and compare it with
+	// its semaphore's stored counts.
+	nHolds, groups := 0, 0
+	var cur semRec
+	var curHolds, curHolders int64
+	inGroup := false
+	endGroup := func() bool {
+		if !inGroup {
+			return true
 		}
-		if _, ok := s.getLease(h.ns, h.leaseID); !ok {
+		inGroup = false
+		if curHolds != cur.holds || curHolders != cur.holders {
+			return fail("semaphore %s/%s counts holds %d/%d holders %d/%d", cur.ns, cur.name, cur.holds, curHolds, cur.holders, curHolders)
+		}
+		return true
+	}
+	s.holders.Ascend(func(h holderRec) bool {
+		if !inGroup || h.ns != cur.ns || h.sem != cur.name {
+			if !endGroup() {
+				return false
+			}
+			x, ok := s.getSem(h.ns, h.sem)
+			if !ok {
+				return fail("holder %d of missing semaphore %s/%s", h.seq, h.ns, h.sem)
+			}
+			cur, curHolds, curHolders, inGroup = x, 0, 0, true
+			groups++
+		}
+		li := s.identOf(h.ns, h.leaseID)
+		if li == nil {
 			return fail("holder %d on %s/%s without lease %s", h.seq, h.ns, h.sem, h.leaseID)
 		}
 		if h.weight < 1 {
@@ -50,45 +99,71 @@ func (s *state) check() error {
 		if h.seq > s.holdSeq || h.token > s.lastToken {
 			return fail("holder %d: seq/token beyond counters", h.seq)
 		}
-		k, ok := s.leaseHolds.Get(leaseHoldKey{ns: h.ns, leaseID: h.leaseID, sem: h.sem})
-		if !ok || k.seq != h.seq {
+		i, ok := li.findHold(h.sem)
+		if !ok || li.holds[i] != (leaseHold{sem: h.sem, seq: h.seq, weight: h.weight, lockedAt: h.lockedAt}) {
 			return fail("holder %d on %s/%s missing from the lease index", h.seq, h.ns, h.sem)
 		}
-		a.holds += h.weight
-		a.holders++
+		curHolds += h.weight
+		curHolders++
 		nHolds++
 		return true
 	})
+	if err == nil {
+		endGroup()
+	}
 	if err != nil {
 		return err
 	}
-	if s.leaseHolds.Len() != nHolds {
-		return fmt.Errorf("lease index has %d entries for %d holders", s.leaseHolds.Len(), nHolds)
+	if groups != busySems {
+		return fmt.Errorf("%d semaphores have holders, %d have non-zero counts", groups, busySems)
 	}
-	s.semaphores.Ascend(func(x semRec) bool {
-		a := perSem[SemKey{x.ns, x.name}]
-		if a.holds != x.holds || a.holders != x.holders {
-			return fail("semaphore %s/%s counts holds %d/%d holders %d/%d", x.ns, x.name, x.holds, a.holds, x.holders, a.holders)
+
+	leaseHolds := 0
+	s.leases.Ascend(func(l leaseRec) bool {
+		if l.leaseIdent == nil {
+			return fail("lease without identity")
 		}
-		if x.holds > x.permits {
-			return fail("semaphore %s/%s: active_holds %d > permits %d", x.ns, x.name, x.holds, x.permits)
+		if !nsExists(l.ns) {
+			return fail("lease %s in missing namespace %s", l.id, l.ns)
+		}
+		li := s.identOf(l.ns, l.id)
+		if li != l.leaseIdent || li.liveTTL != l.ttl || li.liveCreated != l.createdAt || li.liveExp != l.expiresAt {
+			return fail("lease %s: the lookup index disagrees with the table", l.id)
+		}
+		for i := 1; i < len(li.holds); i++ {
+			if li.holds[i-1].sem >= li.holds[i].sem {
+				return fail("lease %s: holds out of order", l.id)
+			}
+		}
+		leaseHolds += len(li.holds)
+		leaseCount[l.ns]++
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if len(s.leaseIdx) != s.leases.Len() {
+		return fmt.Errorf("lease index has %d entries for %d leases", len(s.leaseIdx), s.leases.Len())
+	}
+	if leaseHolds != nHolds {
+		return fmt.Errorf("lease index has %d entries for %d holders", leaseHolds, nHolds)
+	}
+	// Each index entry must point at a registered lease (and the expiry
+	// entry at its expires_at): entries are then distinct leases, and equal
+	// counts make them one per lease.
+	s.byProc.Ascend(func(k procKey) bool {
+		if k.leaseIdent == nil || s.identOf(k.ns, k.id) != k.leaseIdent {
+			return fail("process index entry for a lease that does not exist")
 		}
 		return true
 	})
 	if err != nil {
 		return err
 	}
-	s.leases.Ascend(func(l leaseRec) bool {
-		if _, ok := s.getNS(l.ns); !ok {
-			return fail("lease %s in missing namespace %s", l.id, l.ns)
+	s.expiry.Ascend(func(k expiryKey) bool {
+		if k.leaseIdent == nil || s.identOf(k.ns, k.id) != k.leaseIdent || k.at != k.liveExp {
+			return fail("expiry index entry (%d) for a lease that does not exist or expires otherwise", k.at)
 		}
-		if !s.byProc.Has(procKey{ns: l.ns, proc: l.proc, id: l.id}) {
-			return fail("lease %s missing from the process index", l.id)
-		}
-		if !s.expiry.Has(expiryKey{at: l.expiresAt, ns: l.ns, id: l.id}) {
-			return fail("lease %s missing from the expiry index", l.id)
-		}
-		leaseCount[l.ns]++
 		return true
 	})
 	if err != nil {
@@ -107,4 +182,10 @@ func (s *state) check() error {
 		return true
 	})
 	return err
+}
+
+func semEqual(a, b semRec) bool {
+	return a.ns == b.ns && a.name == b.name && a.desc == b.desc && maps.Equal(a.md, b.md) && a.permits == b.permits &&
+		a.version == b.version && a.createdAt == b.createdAt && a.updatedAt == b.updatedAt &&
+		a.lastActivity == b.lastActivity && a.holds == b.holds && a.holders == b.holders
 }

@@ -39,6 +39,12 @@ func (s *state) holderView(h holderRec, now int64) *pb.SemaphoreHolder {
 	return v
 }
 
+// holderViewOf is holderView for a hold whose lease the caller has at hand.
+func holderViewOf(h holderRec, l leaseRec) *pb.SemaphoreHolder {
+	return &pb.SemaphoreHolder{LeaseId: h.leaseID, ProcessId: l.proc, Weight: h.weight, LockedAt: h.lockedAt, ExpiresAt: l.expiresAt,
+		FencingToken: h.token, Metadata: copyMetadata(h.md)}
+}
+
 // Page is one page of a List call.
 type Page[T any] struct {
 	Items    []T
@@ -296,9 +302,9 @@ func (s *state) listLeases(ns, proc string, limit int32, token string, now int64
 	var p Page[string]
 	var err *Error
 	if proc == "" {
-		sc := listScope[leaseRec]{kind: "lease", tree: s.leases, start: leaseRec{ns: ns},
+		sc := listScope[leaseRec]{kind: "lease", tree: s.leases, start: leaseRec{leaseIdent: &leaseIdent{ns: ns}},
 			inScope: func(l leaseRec) bool { return l.ns == ns }, keyOf: func(l leaseRec) string { return l.id },
-			pivot:   func(k string) (leaseRec, bool) { return leaseRec{ns: ns, id: k}, true },
+			pivot:   func(k string) (leaseRec, bool) { return leaseRec{leaseIdent: &leaseIdent{ns: ns, id: k}}, true },
 			visible: func(l leaseRec) bool { return l.expiresAt > now }}
 		var lp Page[leaseRec]
 		lp, err = sc.page(limit, token)
@@ -307,9 +313,9 @@ func (s *state) listLeases(ns, proc string, limit int32, token string, now int64
 			ids = append(ids, l.id)
 		}
 	} else {
-		sc := listScope[procKey]{kind: "lease", tree: s.byProc, start: procKey{ns: ns, proc: proc},
+		sc := listScope[procKey]{kind: "lease", tree: s.byProc, start: procKey{&leaseIdent{ns: ns, proc: proc}},
 			inScope: func(k procKey) bool { return k.ns == ns && k.proc == proc }, keyOf: func(k procKey) string { return k.id },
-			pivot:   func(k string) (procKey, bool) { return procKey{ns: ns, proc: proc, id: k}, true },
+			pivot:   func(k string) (procKey, bool) { return procKey{&leaseIdent{ns: ns, proc: proc, id: k}}, true },
 			visible: func(k procKey) bool { return s.leaseAlive(k.ns, k.id, now) }}
 		var kp Page[procKey]
 		kp, err = sc.page(limit, token)

@@ -1,11 +1,14 @@
 package fsm
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
+	"strings"
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
@@ -33,7 +36,7 @@ var (
 )
 
 // putsPerTxn bounds the dirty pages one bbolt transaction keeps in memory.
-const putsPerTxn = 100_000
+const putsPerTxn = 250_000
 
 type snapshot struct {
 	st     *state
@@ -43,7 +46,7 @@ type snapshot struct {
 // Snapshot implements raft.FSM: an O(1) copy-on-write clone under the lock.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
-	c := f.st.clone()
+	c := f.st.persistView()
 	f.mu.RUnlock()
 	return &snapshot{st: c, tmpDir: f.tmpDir}, nil
 }
@@ -94,13 +97,35 @@ func (sn *snapshot) writeTo(w io.Writer) error {
 	return err
 }
 
-// batchWriter spreads puts over transactions of putsPerTxn.
+// batchWriter spreads puts over transactions of putsPerTxn. bbolt keeps
+// the key and value slices of a put until the transaction commits, so they
+// are carved out of arena chunks that are dropped at each commit (instead
+// of two allocations per record).
 type batchWriter struct {
-	db   *bolt.DB
-	tx   *bolt.Tx
-	puts int
-	err  error
+	db      *bolt.DB
+	tx      *bolt.Tx
+	buckets map[string]*bolt.Bucket
+	arena   []byte
+	puts    int
+	err     error
 }
+
+const arenaChunk = 4 << 20
+
+// grab returns n bytes of arena, valid until the next commit.
+func (b *batchWriter) grab(n int) []byte {
+	if cap(b.arena)-len(b.arena) < n {
+		b.arena = make([]byte, 0, max(arenaChunk, n))
+	}
+	s := b.arena[len(b.arena) : len(b.arena)+n : len(b.arena)+n]
+	b.arena = b.arena[:len(b.arena)+n]
+	return s
+}
+
+var (
+	marshalDet    = proto.MarshalOptions{Deterministic: true}
+	marshalCached = proto.MarshalOptions{Deterministic: true, UseCachedSize: true} // right after Size
+)
 
 func (b *batchWriter) put(bucket, k []byte, m proto.Message) {
 	if b.err != nil {
@@ -110,15 +135,23 @@ func (b *batchWriter) put(bucket, k []byte, m proto.Message) {
 		if b.tx, b.err = b.db.Begin(true); b.err != nil {
 			return
 		}
+		b.buckets = map[string]*bolt.Bucket{}
 	}
-	v, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	bk := b.buckets[string(bucket)]
+	if bk == nil {
+		bk = b.tx.Bucket(bucket)
+		bk.FillPercent = 0.95 // keys arrive in order: pack pages
+		b.buckets[string(bucket)] = bk
+	}
+	kk := b.grab(len(k))
+	copy(kk, k)
+	v := b.grab(marshalDet.Size(m))
+	v, err := marshalCached.MarshalAppend(v[:0], m)
 	if err != nil {
 		b.err = err
 		return
 	}
-	bk := b.tx.Bucket(bucket)
-	bk.FillPercent = 0.95 // keys arrive in order: pack pages
-	if b.err = bk.Put(k, v); b.err != nil {
+	if b.err = bk.Put(kk, v); b.err != nil {
 		return
 	}
 	if b.puts++; b.puts >= putsPerTxn {
@@ -132,7 +165,7 @@ func (b *batchWriter) commit() {
 	} else if b.tx != nil {
 		_ = b.tx.Rollback()
 	}
-	b.tx, b.puts = nil, 0
+	b.tx, b.puts, b.buckets, b.arena = nil, 0, nil, nil
 }
 
 func key(parts ...string) []byte {
@@ -258,13 +291,15 @@ func readSnapshot(r io.Reader, tmpDir string) (st *state, err error) {
 	return st, nil
 }
 
-func eachRecord(tx *bolt.Tx, bucket []byte, newMsg func() proto.Message, fn func(proto.Message) error) error {
+// eachRecord decodes every record of a bucket, in key order, into one
+// reused message.
+func eachRecord[M proto.Message](tx *bolt.Tx, bucket []byte, m M, fn func(M) error) error {
 	b := tx.Bucket(bucket)
 	if b == nil {
 		return fmt.Errorf("bucket %q missing", bucket)
 	}
 	return b.ForEach(func(k, v []byte) error {
-		m := newMsg()
+		proto.Reset(m)
 		if err := proto.Unmarshal(v, m); err != nil {
 			return fmt.Errorf("bucket %q key %q: %w", bucket, k, err)
 		}
@@ -272,6 +307,24 @@ func eachRecord(tx *bolt.Tx, bucket []byte, newMsg func() proto.Message, fn func
 	})
 }
 
+type procSortKey struct {
+	pfx uint64
+	li  *leaseIdent
+}
+
+// prefix64 is the first 8 bytes of s, big-endian, zero-padded: a < b for
+// prefixes implies s < t, and equal prefixes say nothing.
+func prefix64(s string) uint64 {
+	var b [8]byte
+	copy(b[:], s)
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// loadState fills an empty state from a snapshot. Records are taken as
+// they come; the derived counts and indexes are built here, and what does
+// not add up is left for check (which Restore runs next) to refuse.
+// Strings shared by records (a namespace's name, a semaphore's name, a
+// lease id) are stored once: records point at the owner's copy.
 func loadState(tx *bolt.Tx, st *state) error {
 	mb := tx.Bucket(bucketMeta)
 	if mb == nil {
@@ -289,62 +342,101 @@ func loadState(tx *bolt.Tx, st *state) error {
 		st.limits = Limits{lm.MaxNamespaces, lm.MaxSemaphoresPerNamespace, lm.MaxLeasesPerNamespace,
 			lm.MaxHoldersPerSemaphore, lm.MaxPermits, lm.MaxTtlSeconds}
 	}
-	if err := eachRecord(tx, bucketNamespaces, func() proto.Message { return &fsmpb.NamespaceRecord{} }, func(m proto.Message) error {
-		r := m.(*fsmpb.NamespaceRecord)
-		st.namespaces.ReplaceOrInsert(nsRec{name: r.Name, desc: r.Description, md: copyMetadata(r.Metadata), version: r.Version,
+	var nss []nsRec
+	nsPos := map[string]int{}
+	if err := eachRecord(tx, bucketNamespaces, &fsmpb.NamespaceRecord{}, func(r *fsmpb.NamespaceRecord) error {
+		nsPos[r.Name] = len(nss)
+		nss = append(nss, nsRec{name: r.Name, desc: r.Description, md: copyMetadata(r.Metadata), version: r.Version,
 			createdAt: r.CreatedAt, updatedAt: r.UpdatedAt})
 		return nil
 	}); err != nil {
 		return err
 	}
-	if err := eachRecord(tx, bucketSemaphores, func() proto.Message { return &fsmpb.SemaphoreRecord{} }, func(m proto.Message) error {
-		r := m.(*fsmpb.SemaphoreRecord)
-		ns, ok := st.getNS(r.NamespaceName)
+	nsOf := func(name string) (*nsRec, bool) {
+		i, ok := nsPos[name]
+		if !ok {
+			return nil, false
+		}
+		return &nss[i], true
+	}
+	var semKeys []SemKey
+	if err := eachRecord(tx, bucketSemaphores, &fsmpb.SemaphoreRecord{}, func(r *fsmpb.SemaphoreRecord) error {
+		ns, ok := nsOf(r.NamespaceName)
 		if !ok {
 			return fmt.Errorf("semaphore %q in missing namespace %q", r.Name, r.NamespaceName)
 		}
 		ns.semCount++
-		st.namespaces.ReplaceOrInsert(ns)
-		st.semaphores.ReplaceOrInsert(semRec{ns: r.NamespaceName, name: r.Name, desc: r.Description, md: copyMetadata(r.Metadata),
-			permits: r.Permits, version: r.Version, createdAt: r.CreatedAt, updatedAt: r.UpdatedAt, lastActivity: r.LastActivityAt})
+		x := semRec{ns: ns.name, name: r.Name, desc: r.Description, md: copyMetadata(r.Metadata),
+			permits: r.Permits, version: r.Version, createdAt: r.CreatedAt, updatedAt: r.UpdatedAt, lastActivity: r.LastActivityAt}
+		k := SemKey{x.ns, x.name}
+		st.semIdx[k] = x
+		semKeys = append(semKeys, k)
 		return nil
 	}); err != nil {
 		return err
 	}
-	if err := eachRecord(tx, bucketLeases, func() proto.Message { return &fsmpb.LeaseRecord{} }, func(m proto.Message) error {
-		r := m.(*fsmpb.LeaseRecord)
-		ns, ok := st.getNS(r.NamespaceName)
+	// The process index is filled last, from keys sorted first (with an
+	// inline prefix of the process id, so that most comparisons touch no
+	// other memory): inserting in order is much cheaper than at random.
+	var procs []procSortKey
+	if err := eachRecord(tx, bucketLeases, &fsmpb.LeaseRecord{}, func(r *fsmpb.LeaseRecord) error {
+		ns, ok := nsOf(r.NamespaceName)
 		if !ok {
 			return fmt.Errorf("lease %q in missing namespace %q", r.LeaseId, r.NamespaceName)
 		}
 		ns.leaseCount++
-		st.namespaces.ReplaceOrInsert(ns)
-		st.putLease(leaseRec{ns: r.NamespaceName, id: r.LeaseId, proc: r.ProcessId, ttl: r.TtlSeconds, createdAt: r.CreatedAt, expiresAt: r.ExpiresAt})
+		li := &leaseIdent{ns: ns.name, id: r.LeaseId, proc: r.ProcessId,
+			liveTTL: r.TtlSeconds, liveCreated: r.CreatedAt, liveExp: r.ExpiresAt}
+		st.leaseIdx[nsLeaseKey{li.ns, li.id}] = li
+		st.leases.ReplaceOrInsert(leaseRec{leaseIdent: li, ttl: r.TtlSeconds, createdAt: r.CreatedAt, expiresAt: r.ExpiresAt})
+		st.expiry.ReplaceOrInsert(expiryKey{at: r.ExpiresAt, leaseIdent: li})
+		procs = append(procs, procSortKey{pfx: prefix64(li.proc), li: li})
 		return nil
 	}); err != nil {
 		return err
 	}
-	if err := eachRecord(tx, bucketHolders, func() proto.Message { return &fsmpb.HolderRecord{} }, func(m proto.Message) error {
-		r := m.(*fsmpb.HolderRecord)
-		sem, ok := st.getSem(r.NamespaceName, r.SemaphoreName)
+	slices.SortFunc(procs, func(a, b procSortKey) int {
+		if c := strings.Compare(a.li.ns, b.li.ns); c != 0 {
+			return c
+		}
+		if a.pfx != b.pfx {
+			return cmp.Compare(a.pfx, b.pfx)
+		}
+		if c := strings.Compare(a.li.proc, b.li.proc); c != 0 {
+			return c
+		}
+		return strings.Compare(a.li.id, b.li.id)
+	})
+	for _, p := range procs {
+		st.byProc.ReplaceOrInsert(procKey{p.li})
+	}
+	procs = nil
+	if err := eachRecord(tx, bucketHolders, &fsmpb.HolderRecord{}, func(r *fsmpb.HolderRecord) error {
+		k := SemKey{r.NamespaceName, r.SemaphoreName}
+		sem, ok := st.semIdx[k]
 		if !ok {
 			return fmt.Errorf("holder of missing semaphore %q/%q", r.NamespaceName, r.SemaphoreName)
 		}
-		if _, ok := st.getLease(r.NamespaceName, r.LeaseId); !ok {
+		li := st.identOf(r.NamespaceName, r.LeaseId)
+		if li == nil {
 			return fmt.Errorf("holder of missing lease %q", r.LeaseId)
 		}
 		sem.holds += r.Weight
 		sem.holders++
-		st.semaphores.ReplaceOrInsert(sem)
-		st.holders.ReplaceOrInsert(holderRec{ns: r.NamespaceName, sem: r.SemaphoreName, seq: r.Seq, leaseID: r.LeaseId,
-			weight: r.Weight, lockedAt: r.LockedAt, token: r.FencingToken, md: copyMetadata(r.Metadata)})
-		st.leaseHolds.ReplaceOrInsert(leaseHoldKey{ns: r.NamespaceName, leaseID: r.LeaseId, sem: r.SemaphoreName, seq: r.Seq})
+		st.semIdx[k] = sem
+		st.addHolder(holderRec{ns: sem.ns, sem: sem.name, seq: r.Seq, leaseID: li.id,
+			weight: r.Weight, lockedAt: r.LockedAt, token: r.FencingToken, md: copyMetadata(r.Metadata)}, li)
 		return nil
 	}); err != nil {
 		return err
 	}
-	return eachRecord(tx, bucketMembers, func() proto.Message { return &fsmpb.MemberRecord{} }, func(m proto.Message) error {
-		r := m.(*fsmpb.MemberRecord)
+	for _, n := range nss {
+		st.namespaces.ReplaceOrInsert(n)
+	}
+	for _, k := range semKeys {
+		st.semaphores.ReplaceOrInsert(st.semIdx[k])
+	}
+	return eachRecord(tx, bucketMembers, &fsmpb.MemberRecord{}, func(r *fsmpb.MemberRecord) error {
 		st.members.ReplaceOrInsert(memberRec{id: r.NodeId, raftAddr: r.RaftAddress, grpcAddr: r.GrpcAddress})
 		return nil
 	})

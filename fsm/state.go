@@ -1,7 +1,10 @@
 package fsm
 
 import (
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/google/btree"
 )
@@ -34,11 +37,37 @@ type semRec struct {
 	holds, holders int64
 }
 
+// leaseRec is a lease as stored in the leases tree. Its identity (ns, id,
+// proc: never changed after creation) lives in a shared leaseIdent, so that
+// the tree and the derived indexes carry one pointer instead of three
+// strings; only ttl and expiresAt change, and those are plain values here.
 type leaseRec struct {
+	*leaseIdent
+	ttl       int64
+	createdAt int64
+	expiresAt int64
+}
+
+// leaseIdent is the identity of one lease, shared by its record, its index
+// entries and the live lease index. ns, id and proc are immutable. The
+// other fields are derived, live-only data of the state that created the
+// ident: a mirror of the lease's current record and the holds it owns.
+// They are written only under the FSM's write lock and never read through
+// a snapshot clone (Persist reads only ns, id and proc), so a clone that
+// shares the ident still is a point-in-time copy.
+type leaseIdent struct {
 	ns, id, proc string
-	ttl          int64
-	createdAt    int64
-	expiresAt    int64
+
+	liveTTL, liveCreated, liveExp int64
+	holds                         []leaseHold // sorted by semaphore name
+}
+
+// leaseHold is one hold of a lease, as the lease sees it (the holder
+// record's key and the fields acquire and release need).
+type leaseHold struct {
+	sem              string
+	seq              uint64
+	weight, lockedAt int64
 }
 
 type holderRec struct {
@@ -51,30 +80,33 @@ type holderRec struct {
 	md       map[string]string
 }
 
-// leaseHoldKey indexes holds by lease: (ns, lease, sem) -> holder seq.
-type leaseHoldKey struct {
-	ns, leaseID, sem string
-	seq              uint64
-}
+// procKey indexes leases by (ns, proc, id).
+type procKey struct{ *leaseIdent }
 
-type procKey struct{ ns, proc, id string }
-
+// expiryKey indexes leases by (expires_at, ns, id).
 type expiryKey struct {
-	at     int64
-	ns, id string
+	at int64
+	*leaseIdent
 }
+
+type nsLeaseKey struct{ ns, id string }
 
 type memberRec struct{ id, raftAddr, grpcAddr string }
 
 type state struct {
+	// The tables: Persist writes these (from a clone).
 	namespaces *btree.BTreeG[nsRec]
 	semaphores *btree.BTreeG[semRec]
 	holders    *btree.BTreeG[holderRec]
-	leaseHolds *btree.BTreeG[leaseHoldKey]
 	leases     *btree.BTreeG[leaseRec]
-	byProc     *btree.BTreeG[procKey]
-	expiry     *btree.BTreeG[expiryKey]
 	members    *btree.BTreeG[memberRec]
+
+	// Derived indexes, rebuilt on restore and never persisted, so a
+	// snapshot clone does not carry them (see clone).
+	byProc   *btree.BTreeG[procKey]
+	expiry   *btree.BTreeG[expiryKey]
+	leaseIdx map[nsLeaseKey]*leaseIdent // point lookups of leases
+	semIdx   map[SemKey]semRec          // point lookups of semaphores (a mirror of the tree)
 
 	lastNow   int64  // greatest command `now` applied
 	lastToken uint64 // greatest fencing token handed out
@@ -83,40 +115,54 @@ type state struct {
 	limits    Limits
 }
 
+// The comparators compare each string once (strings.Compare), and the
+// strings records share (a namespace's or a semaphore's name) are the same
+// string in every record, so that equal ones compare by pointer.
+func lessSem(a, b semRec) bool {
+	if c := strings.Compare(a.ns, b.ns); c != 0 {
+		return c < 0
+	}
+	return a.name < b.name
+}
+
+func lessHolder(a, b holderRec) bool {
+	if c := strings.Compare(a.ns, b.ns); c != 0 {
+		return c < 0
+	}
+	if c := strings.Compare(a.sem, b.sem); c != 0 {
+		return c < 0
+	}
+	return a.seq < b.seq
+}
+
+// Comparators of keys holding a *leaseIdent: a nil ident (a search
+// start) sorts first; the same ident is equal without a string compare.
+func lessLease(a, b leaseRec) bool {
+	if a.leaseIdent == b.leaseIdent {
+		return false
+	}
+	if a.leaseIdent == nil || b.leaseIdent == nil {
+		return a.leaseIdent == nil
+	}
+	if c := strings.Compare(a.ns, b.ns); c != 0 {
+		return c < 0
+	}
+	return a.id < b.id
+}
+
 func newState() *state {
 	return &state{
 		namespaces: btree.NewG(btreeDegree, func(a, b nsRec) bool { return a.name < b.name }),
-		semaphores: btree.NewG(btreeDegree, func(a, b semRec) bool {
-			if a.ns != b.ns {
-				return a.ns < b.ns
-			}
-			return a.name < b.name
-		}),
-		holders: btree.NewG(btreeDegree, func(a, b holderRec) bool {
-			if a.ns != b.ns {
-				return a.ns < b.ns
-			}
-			if a.sem != b.sem {
-				return a.sem < b.sem
-			}
-			return a.seq < b.seq
-		}),
-		leaseHolds: btree.NewG(btreeDegree, func(a, b leaseHoldKey) bool {
-			if a.ns != b.ns {
-				return a.ns < b.ns
-			}
-			if a.leaseID != b.leaseID {
-				return a.leaseID < b.leaseID
-			}
-			return a.sem < b.sem
-		}),
-		leases: btree.NewG(btreeDegree, func(a, b leaseRec) bool {
-			if a.ns != b.ns {
-				return a.ns < b.ns
-			}
-			return a.id < b.id
-		}),
+		semaphores: btree.NewG(btreeDegree, lessSem),
+		holders:    btree.NewG(btreeDegree, lessHolder),
+		leases:     btree.NewG(btreeDegree, lessLease),
 		byProc: btree.NewG(btreeDegree, func(a, b procKey) bool {
+			if a.leaseIdent == b.leaseIdent {
+				return false
+			}
+			if a.leaseIdent == nil || b.leaseIdent == nil {
+				return a.leaseIdent == nil
+			}
 			if a.ns != b.ns {
 				return a.ns < b.ns
 			}
@@ -129,96 +175,208 @@ func newState() *state {
 			if a.at != b.at {
 				return a.at < b.at
 			}
+			if a.leaseIdent == b.leaseIdent {
+				return false
+			}
+			if a.leaseIdent == nil || b.leaseIdent == nil {
+				return a.leaseIdent == nil
+			}
 			if a.ns != b.ns {
 				return a.ns < b.ns
 			}
 			return a.id < b.id
 		}),
-		members: btree.NewG(btreeDegree, func(a, b memberRec) bool { return a.id < b.id }),
-		limits:  DefaultLimits(),
+		leaseIdx: make(map[nsLeaseKey]*leaseIdent),
+		semIdx:   make(map[SemKey]semRec),
+		members:  btree.NewG(btreeDegree, func(a, b memberRec) bool { return a.id < b.id }),
+		limits:   DefaultLimits(),
 	}
 }
 
-// clone is O(1): every tree is copied lazily on write.
-func (s *state) clone() *state {
+// persistView is what Snapshot takes under the lock: an O(1) point-in-time
+// copy of the tables for Persist. Every table is a btree of plain values,
+// copied lazily on write (btree.Clone). The derived indexes are not part of
+// it: Persist does not read them, and the live maps (leaseIdx, semIdx) and
+// the live fields of the leaseIdents could not be shared with a copy. They
+// are nil in the view, so that a use would fail loudly instead of reading
+// live data. The leaseIdents the view's leases point at are shared with
+// the live state, but Persist reads only their immutable fields (ns, id,
+// proc).
+func (s *state) persistView() *state {
 	c := *s
 	c.namespaces = s.namespaces.Clone()
 	c.semaphores = s.semaphores.Clone()
 	c.holders = s.holders.Clone()
-	c.leaseHolds = s.leaseHolds.Clone()
 	c.leases = s.leases.Clone()
-	c.byProc = s.byProc.Clone()
-	c.expiry = s.expiry.Clone()
 	c.members = s.members.Clone()
+	c.byProc, c.expiry, c.leaseIdx, c.semIdx = nil, nil, nil, nil
 	return &c
+}
+
+// clone is an independent copy that can be applied to (tests). The tables
+// without lease identities are copy-on-write clones; the lease side (whose
+// idents carry live data) is rebuilt, O(leases).
+func (s *state) clone() *state {
+	c := newState()
+	c.namespaces = s.namespaces.Clone()
+	c.semaphores = s.semaphores.Clone()
+	c.holders = s.holders.Clone()
+	c.members = s.members.Clone()
+	c.semIdx = maps.Clone(s.semIdx)
+	c.lastNow, c.lastToken, c.holdSeq, c.lastIndex, c.limits = s.lastNow, s.lastToken, s.holdSeq, s.lastIndex, s.limits
+	s.leases.Ascend(func(l leaseRec) bool {
+		li := &leaseIdent{ns: l.ns, id: l.id, proc: l.proc, holds: slices.Clone(l.holds)}
+		c.putLease(leaseRec{leaseIdent: li, ttl: l.ttl, createdAt: l.createdAt, expiresAt: l.expiresAt})
+		return true
+	})
+	return c
 }
 
 func (s *state) getNS(name string) (nsRec, bool) { return s.namespaces.Get(nsRec{name: name}) }
 
 func (s *state) getSem(ns, name string) (semRec, bool) {
-	return s.semaphores.Get(semRec{ns: ns, name: name})
+	x, ok := s.semIdx[SemKey{ns, name}]
+	return x, ok
+}
+
+// putSem stores a semaphore record (tree and mirror).
+func (s *state) putSem(x semRec) {
+	s.semaphores.ReplaceOrInsert(x)
+	s.semIdx[SemKey{x.ns, x.name}] = x
+}
+
+func (s *state) delSem(x semRec) {
+	s.semaphores.Delete(x)
+	delete(s.semIdx, SemKey{x.ns, x.name})
+}
+
+// identOf finds a lease's ident.
+func (s *state) identOf(ns, id string) *leaseIdent { return s.leaseIdx[nsLeaseKey{ns, id}] }
+
+func (li *leaseIdent) rec() leaseRec {
+	return leaseRec{leaseIdent: li, ttl: li.liveTTL, createdAt: li.liveCreated, expiresAt: li.liveExp}
 }
 
 func (s *state) getLease(ns, id string) (leaseRec, bool) {
-	return s.leases.Get(leaseRec{ns: ns, id: id})
+	li := s.identOf(ns, id)
+	if li == nil {
+		return leaseRec{}, false
+	}
+	return li.rec(), true
+}
+
+// findHold finds the hold a lease has on a semaphore, by position in the
+// lease's holds.
+func (li *leaseIdent) findHold(sem string) (int, bool) {
+	lo, hi := 0, len(li.holds)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if li.holds[m].sem < sem {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(li.holds) && li.holds[lo].sem == sem
+}
+
+// setHold records (or updates) a hold in its lease's holds.
+func (li *leaseIdent) setHold(h leaseHold) {
+	i, ok := li.findHold(h.sem)
+	if ok {
+		li.holds[i] = h
+		return
+	}
+	li.holds = append(li.holds, leaseHold{})
+	copy(li.holds[i+1:], li.holds[i:])
+	li.holds[i] = h
+}
+
+func (li *leaseIdent) dropHold(sem string) {
+	if i, ok := li.findHold(sem); ok {
+		li.holds = append(li.holds[:i], li.holds[i+1:]...)
+		if len(li.holds) == 0 {
+			li.holds = nil
+		}
+	}
+}
+
+// holdOf finds the hold a lease has on a semaphore, from the lease's side.
+func (s *state) holdOf(ns, sem, leaseID string) (leaseHold, *leaseIdent, bool) {
+	li := s.identOf(ns, leaseID)
+	if li == nil {
+		return leaseHold{}, nil, false
+	}
+	i, ok := li.findHold(sem)
+	if !ok {
+		return leaseHold{}, li, false
+	}
+	return li.holds[i], li, true
 }
 
 // holderOf finds the hold a lease has on a semaphore.
 func (s *state) holderOf(ns, sem, leaseID string) (holderRec, bool) {
-	k, ok := s.leaseHolds.Get(leaseHoldKey{ns: ns, leaseID: leaseID, sem: sem})
+	lh, li, ok := s.holdOf(ns, sem, leaseID)
 	if !ok {
 		return holderRec{}, false
 	}
-	return s.holders.Get(holderRec{ns: ns, sem: sem, seq: k.seq})
+	return s.holders.Get(holderRec{ns: li.ns, sem: lh.sem, seq: lh.seq})
 }
 
+// putLease stores a new lease with its index entries.
 func (s *state) putLease(l leaseRec) {
+	li := l.leaseIdent
+	li.liveTTL, li.liveCreated, li.liveExp = l.ttl, l.createdAt, l.expiresAt
+	s.leaseIdx[nsLeaseKey{li.ns, li.id}] = li
 	s.leases.ReplaceOrInsert(l)
-	s.byProc.ReplaceOrInsert(procKey{ns: l.ns, proc: l.proc, id: l.id})
-	s.expiry.ReplaceOrInsert(expiryKey{at: l.expiresAt, ns: l.ns, id: l.id})
+	s.byProc.ReplaceOrInsert(procKey{li})
+	s.expiry.ReplaceOrInsert(expiryKey{at: l.expiresAt, leaseIdent: li})
 }
 
 // setLeaseExpiry moves a lease in the expiry index.
 func (s *state) setLeaseExpiry(l leaseRec, at int64) leaseRec {
-	s.expiry.Delete(expiryKey{at: l.expiresAt, ns: l.ns, id: l.id})
+	s.expiry.Delete(expiryKey{at: l.expiresAt, leaseIdent: l.leaseIdent})
 	l.expiresAt = at
+	l.liveTTL, l.liveExp = l.ttl, at
 	s.leases.ReplaceOrInsert(l)
-	s.expiry.ReplaceOrInsert(expiryKey{at: at, ns: l.ns, id: l.id})
+	s.expiry.ReplaceOrInsert(expiryKey{at: at, leaseIdent: l.leaseIdent})
 	return l
 }
 
-// removeHolder drops one hold and adjusts its semaphore's counts.
-func (s *state) removeHolder(h holderRec) {
+// addHolder stores a new hold (holder record and the lease's side).
+func (s *state) addHolder(h holderRec, li *leaseIdent) {
+	s.holders.ReplaceOrInsert(h)
+	li.setHold(leaseHold{sem: h.sem, seq: h.seq, weight: h.weight, lockedAt: h.lockedAt})
+}
+
+// dropHolder deletes one hold and its index entry; the caller adjusts the
+// semaphore's counts.
+func (s *state) dropHolder(h holderRec) {
 	s.holders.Delete(h)
-	s.leaseHolds.Delete(leaseHoldKey{ns: h.ns, leaseID: h.leaseID, sem: h.sem})
-	if sem, ok := s.getSem(h.ns, h.sem); ok {
-		sem.holds -= h.weight
-		sem.holders--
-		s.semaphores.ReplaceOrInsert(sem)
+	if li := s.identOf(h.ns, h.leaseID); li != nil {
+		li.dropHold(h.sem)
 	}
 }
 
 // removeLease drops a lease, every hold it owns and its index entries. It
 // returns the names of the semaphores it held, in name order.
 func (s *state) removeLease(l leaseRec) []string {
-	var keys []leaseHoldKey
-	s.leaseHolds.AscendGreaterOrEqual(leaseHoldKey{ns: l.ns, leaseID: l.id}, func(k leaseHoldKey) bool {
-		if k.ns != l.ns || k.leaseID != l.id {
-			return false
+	li := l.leaseIdent
+	sems := make([]string, 0, len(li.holds))
+	for _, lh := range li.holds {
+		s.holders.Delete(holderRec{ns: li.ns, sem: lh.sem, seq: lh.seq})
+		if sem, ok := s.getSem(li.ns, lh.sem); ok {
+			sem.holds -= lh.weight
+			sem.holders--
+			s.putSem(sem)
 		}
-		keys = append(keys, k)
-		return true
-	})
-	sems := make([]string, 0, len(keys))
-	for _, k := range keys {
-		if h, ok := s.holders.Get(holderRec{ns: k.ns, sem: k.sem, seq: k.seq}); ok {
-			s.removeHolder(h)
-		}
-		sems = append(sems, k.sem)
+		sems = append(sems, lh.sem)
 	}
+	li.holds = nil
 	s.leases.Delete(l)
-	s.byProc.Delete(procKey{ns: l.ns, proc: l.proc, id: l.id})
-	s.expiry.Delete(expiryKey{at: l.expiresAt, ns: l.ns, id: l.id})
+	s.byProc.Delete(procKey{li})
+	s.expiry.Delete(expiryKey{at: l.expiresAt, leaseIdent: li})
+	delete(s.leaseIdx, nsLeaseKey{li.ns, li.id})
 	if ns, ok := s.getNS(l.ns); ok {
 		ns.leaseCount--
 		s.namespaces.ReplaceOrInsert(ns)
