@@ -29,7 +29,7 @@ if [ "$ETCD" = 1 ]; then
   (cd "$PEERS" && go build -o "$BASE/bin/" ./etcdsem ./restable)
 fi
 
-grackle_cluster() { # N -> endpoints on stdout
+grackle_cluster() { # N -> endpoints in $EPS (no subshell: PIDS must stay in this shell)
   local n=$1 i members="" eps=""
   rm -rf "$BASE/g$n"
   for i in $(seq 1 "$n"); do
@@ -44,10 +44,10 @@ grackle_cluster() { # N -> endpoints on stdout
     PIDS+=($!)
   done
   for _ in $(seq 120); do "$G" namespace list --endpoints "$eps" >/dev/null 2>&1 && break; sleep 0.5; done
-  echo "$eps"
+  EPS=$eps
 }
 
-etcd_cluster() { # N -> endpoints
+etcd_cluster() { # N -> endpoints in $EPS
   local n=$1 i cluster="" eps=""
   rm -rf "$BASE/e$n"
   for i in $(seq 1 "$n"); do
@@ -62,18 +62,18 @@ etcd_cluster() { # N -> endpoints
     PIDS+=($!)
   done
   for _ in $(seq 60); do ETCDCTL_API=3 etcdctl --endpoints "$eps" endpoint health >/dev/null 2>&1 && break; sleep 0.5; done
-  echo "$eps"
+  EPS=$eps
 }
 
 for n in 3 1; do
   echo "== grackle $n node(s)"
-  eps=$(grackle_cluster "$n")
+  grackle_cluster "$n"; eps=$EPS
   "$G" bench handoff --endpoints "$eps" --label "grackle-${n}node" --duration "$DUR" --warmup "$WARMUP" --repeat "$RUNS" | tee -a "$RES"
   "$G" bench expiry --endpoints "$eps" --label "grackle-${n}node" --trials 40 --ttl 2 | tee -a "$RES"
   stop_all
   if [ "$ETCD" = 1 ]; then
     echo "== etcd $n node(s)"
-    eps=$(etcd_cluster "$n")
+    etcd_cluster "$n"; eps=$EPS
     "$BASE/bin/etcdsem" -endpoints "$eps" -label "etcd-${n}node" -workload w2 -duration "$DUR" -warmup "$WARMUP" -repeat "$RUNS" | tee -a "$RES"
     stop_all
   fi
