@@ -15,25 +15,81 @@ func (f *FSM) CheckInvariants() error {
 }
 
 // check walks every table and index once, in order; it does point lookups
-// only in the hash indexes (no tree searches), so that it stays linear.
+// only in the hash indexes (no tree searches), so that it stays linear. The
+// walks of the semaphore side and of the lease side are independent (and
+// read-only): on a large state they run on two cores. The error reported
+// is the semaphore side's, if any, so it does not depend on timing.
 func (s *state) check() error {
+	semCount := map[string]int64{}
+	leaseCount := map[string]int64{}
+	var nHolds, leaseHolds int
+	var errB error
+	if s.leases.Len()+s.holders.Len() >= parallelCheck {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			errB = s.checkLeases(leaseCount, &leaseHolds)
+		}()
+		errA := s.checkSemaphores(semCount, &nHolds)
+		<-done
+		if errA != nil {
+			return errA
+		}
+	} else {
+		if err := s.checkSemaphores(semCount, &nHolds); err != nil {
+			return err
+		}
+		errB = s.checkLeases(leaseCount, &leaseHolds)
+	}
+	if errB != nil {
+		return errB
+	}
+	if leaseHolds != nHolds {
+		return fmt.Errorf("lease index has %d entries for %d holders", leaseHolds, nHolds)
+	}
 	var err error
 	fail := func(format string, a ...any) bool {
 		err = fmt.Errorf(format, a...)
 		return false
 	}
-	semCount := map[string]int64{}
-	leaseCount := map[string]int64{}
-	// nsOK remembers the last namespace found: the tables are ordered by
-	// namespace first.
+	s.namespaces.Ascend(func(n nsRec) bool {
+		if n.semCount != semCount[n.name] || n.leaseCount != leaseCount[n.name] {
+			return fail("namespace %s counts: semaphores %d/%d leases %d/%d", n.name, n.semCount, semCount[n.name], n.leaseCount, leaseCount[n.name])
+		}
+		if n.version < 1 {
+			return fail("namespace %s version %d", n.name, n.version)
+		}
+		return true
+	})
+	return err
+}
+
+// parallelCheck is the size (leases + holders) from which check uses two
+// goroutines.
+const parallelCheck = 50_000
+
+// nsCache returns a namespace lookup that remembers the last namespace
+// found: the tables are ordered by namespace first.
+func (s *state) nsCache() func(string) bool {
 	lastNS, lastOK := "", false
-	nsExists := func(name string) bool {
+	return func(name string) bool {
 		if name != lastNS || !lastOK {
 			_, lastOK = s.getNS(name)
 			lastNS = name
 		}
 		return lastOK
 	}
+}
+
+// checkSemaphores checks the semaphores and the holders (counting each
+// namespace's semaphores and the holders).
+func (s *state) checkSemaphores(semCount map[string]int64, holds *int) error {
+	var err error
+	fail := func(format string, a ...any) bool {
+		err = fmt.Errorf(format, a...)
+		return false
+	}
+	nsExists := s.nsCache()
 	var busySems int // semaphores whose stored counts are not zero
 	s.semaphores.Ascend(func(x semRec) bool {
 		if !nsExists(x.ns) {
@@ -117,7 +173,19 @@ func (s *state) check() error {
 	if groups != busySems {
 		return fmt.Errorf("%d semaphores have holders, %d have non-zero counts", groups, busySems)
 	}
+	*holds = nHolds
+	return nil
+}
 
+// checkLeases checks the leases and their indexes (counting each
+// namespace's leases and the holds the leases know of).
+func (s *state) checkLeases(leaseCount map[string]int64, holds *int) error {
+	var err error
+	fail := func(format string, a ...any) bool {
+		err = fmt.Errorf(format, a...)
+		return false
+	}
+	nsExists := s.nsCache()
 	leaseHolds := 0
 	s.leases.Ascend(func(l leaseRec) bool {
 		if l.leaseIdent == nil {
@@ -145,9 +213,6 @@ func (s *state) check() error {
 	if len(s.leaseIdx) != s.leases.Len() {
 		return fmt.Errorf("lease index has %d entries for %d leases", len(s.leaseIdx), s.leases.Len())
 	}
-	if leaseHolds != nHolds {
-		return fmt.Errorf("lease index has %d entries for %d holders", leaseHolds, nHolds)
-	}
 	// Each index entry must point at a registered lease (and the expiry
 	// entry at its expires_at): entries are then distinct leases, and equal
 	// counts make them one per lease.
@@ -172,16 +237,8 @@ func (s *state) check() error {
 	if s.byProc.Len() != s.leases.Len() || s.expiry.Len() != s.leases.Len() {
 		return fmt.Errorf("indexes: %d leases, %d by process, %d by expiry", s.leases.Len(), s.byProc.Len(), s.expiry.Len())
 	}
-	s.namespaces.Ascend(func(n nsRec) bool {
-		if n.semCount != semCount[n.name] || n.leaseCount != leaseCount[n.name] {
-			return fail("namespace %s counts: semaphores %d/%d leases %d/%d", n.name, n.semCount, semCount[n.name], n.leaseCount, leaseCount[n.name])
-		}
-		if n.version < 1 {
-			return fail("namespace %s version %d", n.name, n.version)
-		}
-		return true
-	})
-	return err
+	*holds = leaseHolds
+	return nil
 }
 
 func semEqual(a, b semRec) bool {

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/rand"
 	"os"
@@ -254,6 +255,27 @@ func bigState(t testing.TB) *FSM {
 	return h.f
 }
 
+// chunkRecordsOf splits a chunk value into copies of its records.
+func chunkRecordsOf(t *testing.T, v []byte) [][]byte {
+	var recs [][]byte
+	if err := splitChunk(v, func(rec []byte) error {
+		recs = append(recs, append([]byte(nil), rec...))
+		return nil
+	}); err != nil || len(recs) < 2 {
+		t.Fatalf("chunk of %d records: %v", len(recs), err)
+	}
+	return recs
+}
+
+// joinRecords is the chunk value of recs.
+func joinRecords(recs [][]byte) []byte {
+	var v []byte
+	for _, r := range recs {
+		v = append(binary.AppendUvarint(v, uint64(len(r))), r...)
+	}
+	return v
+}
+
 // A corrupt or truncated snapshot is an error, and the FSM keeps its state.
 func TestRestoreCorrupt(t *testing.T) {
 	src := bigState(t)
@@ -282,29 +304,37 @@ func TestRestoreCorrupt(t *testing.T) {
 		cases[fmt.Sprint("page ", p, " header")] = c
 	}
 	// Well-formed files that are not a valid state.
-	cases["format 2"] = editSnapshot(t, good, func(tx *bolt.Tx) error {
-		raw, _ := proto.Marshal(&fsmpb.SnapshotMeta{Format: 2})
+	cases["format unknown"] = editSnapshot(t, good, func(tx *bolt.Tx) error {
+		raw, _ := proto.Marshal(&fsmpb.SnapshotMeta{Format: snapshotFormat + 1})
+		return tx.Bucket(bucketMeta).Put(keyMeta, raw)
+	})
+	cases["format 1"] = editSnapshot(t, good, func(tx *bolt.Tx) error {
+		raw, _ := proto.Marshal(&fsmpb.SnapshotMeta{Format: 1})
 		return tx.Bucket(bucketMeta).Put(keyMeta, raw)
 	})
 	cases["bucket missing"] = editSnapshot(t, good, func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketLeases) })
-	cases["record not a proto"] = editSnapshot(t, good, func(tx *bolt.Tx) error {
+	cases["record not decodable"] = editSnapshot(t, good, func(tx *bolt.Tx) error {
 		k, _ := tx.Bucket(bucketHolders).Cursor().First()
 		return tx.Bucket(bucketHolders).Put(k, []byte{0xff, 0xff})
 	})
 	cases["holder of a missing lease"] = editSnapshot(t, good, func(tx *bolt.Tx) error {
-		k, _ := tx.Bucket(bucketLeases).Cursor().First()
-		return tx.Bucket(bucketLeases).Delete(k)
+		// Drop the first lease record from its chunk.
+		b := tx.Bucket(bucketLeases)
+		k, v := b.Cursor().First()
+		recs := chunkRecordsOf(t, v)
+		return b.Put(k, joinRecords(recs[1:]))
 	})
 	cases["holds above permits"] = editSnapshot(t, good, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketHolders)
 		k, v := b.Cursor().First()
-		var h fsmpb.HolderRecord
-		if err := proto.Unmarshal(v, &h); err != nil {
+		recs := chunkRecordsOf(t, v)
+		h, err := decodeHolder(recs[0])
+		if err != nil {
 			return err
 		}
-		h.Weight = 1 << 40
-		raw, _ := proto.Marshal(&h)
-		return b.Put(k, raw)
+		h.weight = 1 << 40
+		recs[0] = appendHolder(nil, h)
+		return b.Put(k, joinRecords(recs))
 	})
 
 	// The victim has a state of its own that must survive every failure.
