@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -239,4 +238,3 @@ func Test_MultiNode_RestartAll(t *testing.T) {
 	}
 }
 
-var _ grpc.CallOption

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/server/servertest"
@@ -269,4 +268,3 @@ func TestConcurrentHandOffNeverOverGrants(t *testing.T) {
 	}
 }
 
-var _ = status.Code
