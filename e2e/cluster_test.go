@@ -237,4 +237,3 @@ func Test_MultiNode_RestartAll(t *testing.T) {
 		}
 	}
 }
-

@@ -267,4 +267,3 @@ func TestConcurrentHandOffNeverOverGrants(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
