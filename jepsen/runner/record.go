@@ -67,11 +67,18 @@ func classify(kind string, err error) string {
 		codes.ResourceExhausted, codes.Aborted:
 		return history.Fail
 	case codes.Unavailable:
+		// Every Unavailable message also says whether a leader is known,
+		// so first rule out the ones whose outcome is unknown.
+		for _, m := range []string{"outcome is unknown", "leadership lost", "shutting down"} {
+			if strings.Contains(st.Message(), m) {
+				return history.Info
+			}
+		}
 		// Only these messages prove the call never reached the log.
 		// A connection that never carried the request proves it too.
 		for _, m := range []string{"not the leader", "no leader is known", "leader not ready", "cannot reach the leader", "raft is overloaded",
 			"Error while dialing", "error reading server preface"} {
-			if strings.Contains(st.Message(), m) && !strings.Contains(st.Message(), "while waiting") {
+			if strings.Contains(st.Message(), m) {
 				return history.Fail
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/grackle-coord/grackle/jepsen/history"
 	"github.com/grackle-coord/grackle/jepsen/runner"
 )
 
@@ -36,7 +37,16 @@ func main() {
 	hold := flag.Duration("fault-for", 4*time.Second, "mean length of a fault")
 	linTimeout := flag.Duration("lin-timeout", 60*time.Second, "bound of the linearizability search")
 	liveness := flag.Duration("liveness", 30*time.Second, "the cluster must serve again this soon after healing")
+	recheck := flag.String("check", "", "only check an existing history.jsonl (and write its report beside it)")
 	flag.Parse()
+
+	if *recheck != "" {
+		h, err := history.Load(*recheck)
+		if err != nil {
+			fail(2, "%v", err)
+		}
+		os.Exit(checkAndReport(filepath.Dir(*recheck), h, *linTimeout, *liveness))
+	}
 
 	if *seed == 0 {
 		*seed = time.Now().UnixNano() % 1_000_000_007
