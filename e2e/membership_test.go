@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -108,7 +109,7 @@ func Test_MultiNode_ReplaceNodeUnderLoad(t *testing.T) {
 		t.Fatalf("%d client calls failed after retries, first: %v", len(errs), errs[0])
 	}
 	t.Logf("%d acquire+release pairs during the replacement", ops)
-	if logs := readFile(n4.LogPath); !contains(logs, "snapshot") {
+	if logs := readFile(n4.LogPath); !strings.Contains(logs, "snapshot") {
 		t.Logf("note: n4's log does not mention a snapshot:\n%s", tail(logs, 2000))
 	}
 }

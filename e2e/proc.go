@@ -224,5 +224,3 @@ func readFile(path string) string {
 	b, _ := os.ReadFile(path)
 	return string(b)
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -314,9 +314,9 @@ func (s *Service) AcquireSemaphore(ctx context.Context, r *pb.AcquireSemaphoreRe
 	select {
 	case wr = <-w.done:
 	case <-timer.C:
-		wr = s.stopWaiting(ctx, ls, w, true)
+		wr = s.stopWaiting(ls, w)
 	case <-ctx.Done():
-		wr = s.stopWaiting(ctx, ls, w, false)
+		wr = s.stopWaiting(ls, w)
 	}
 	return s.acquireResponse(ctx, r, wr, r.TimeoutSeconds == 0)
 }
@@ -324,7 +324,7 @@ func (s *Service) AcquireSemaphore(ctx context.Context, r *pb.AcquireSemaphoreRe
 // stopWaiting takes a waiter out of its queue when its time ran out or its
 // caller went away. A waiter whose grant is already in Raft waits for that
 // grant's outcome instead: it may have been granted.
-func (s *Service) stopWaiting(ctx context.Context, ls *leaderState, w *waiter, timedOut bool) waitResult {
+func (s *Service) stopWaiting(ls *leaderState, w *waiter) waitResult {
 	q := ls.q
 	q.mu.Lock()
 	if !w.finished && !w.inFlight {

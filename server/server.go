@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -39,52 +38,31 @@ type Server struct {
 	done   chan struct{}
 }
 
-// fill applies defaults to zero fields.
+// fill applies DefaultConfig's value to every zero field.
 func (c Config) fill() Config {
 	d := DefaultConfig()
-	if c.NodeID == "" {
-		c.NodeID = d.NodeID
-	}
-	if c.DataDir == "" {
-		c.DataDir = d.DataDir
-	}
-	if c.GRPCAddr == "" {
-		c.GRPCAddr = d.GRPCAddr
-	}
-	if c.RaftAddr == "" {
-		c.RaftAddr = d.RaftAddr
-	}
-	if c.Limits == (fsm.Limits{}) {
-		c.Limits = d.Limits
-	}
-	if c.MaxTimeoutSeconds == 0 {
-		c.MaxTimeoutSeconds = d.MaxTimeoutSeconds
-	}
-	if c.HeartbeatTimeout == 0 {
-		c.HeartbeatTimeout = d.HeartbeatTimeout
-	}
-	if c.ElectionTimeout == 0 {
-		c.ElectionTimeout = d.ElectionTimeout
-	}
-	if c.LeaderLeaseTimeout == 0 {
-		c.LeaderLeaseTimeout = d.LeaderLeaseTimeout
-	}
-	if c.CommitTimeout == 0 {
-		c.CommitTimeout = d.CommitTimeout
-	}
-	if c.SnapshotThreshold == 0 {
-		c.SnapshotThreshold = d.SnapshotThreshold
-	}
-	if c.SnapshotInterval == 0 {
-		c.SnapshotInterval = d.SnapshotInterval
-	}
-	if c.TrailingLogs == 0 {
-		c.TrailingLogs = d.TrailingLogs
-	}
-	if c.LogLevel == "" {
-		c.LogLevel = d.LogLevel
-	}
+	orDefault(&c.NodeID, d.NodeID)
+	orDefault(&c.DataDir, d.DataDir)
+	orDefault(&c.GRPCAddr, d.GRPCAddr)
+	orDefault(&c.RaftAddr, d.RaftAddr)
+	orDefault(&c.Limits, d.Limits)
+	orDefault(&c.MaxTimeoutSeconds, d.MaxTimeoutSeconds)
+	orDefault(&c.HeartbeatTimeout, d.HeartbeatTimeout)
+	orDefault(&c.ElectionTimeout, d.ElectionTimeout)
+	orDefault(&c.LeaderLeaseTimeout, d.LeaderLeaseTimeout)
+	orDefault(&c.CommitTimeout, d.CommitTimeout)
+	orDefault(&c.SnapshotThreshold, d.SnapshotThreshold)
+	orDefault(&c.SnapshotInterval, d.SnapshotInterval)
+	orDefault(&c.TrailingLogs, d.TrailingLogs)
+	orDefault(&c.LogLevel, d.LogLevel)
 	return c
+}
+
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
 }
 
 // NewLogger returns the node's root logger.
@@ -310,11 +288,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "grackle: node %s serving gRPC on %s, raft on %s%s\n", cfg.NodeID, s.GRPCAddr(), s.RaftAddr(),
-		map[bool]string{true: ", http on " + cfg.HTTPAddr, false: ""}[cfg.HTTPAddr != ""])
+	httpNote := ""
+	if cfg.HTTPAddr != "" {
+		httpNote = ", http on " + cfg.HTTPAddr
+	}
+	fmt.Fprintf(os.Stderr, "grackle: node %s serving gRPC on %s, raft on %s%s\n", cfg.NodeID, s.GRPCAddr(), s.RaftAddr(), httpNote)
 	<-ctx.Done()
 	log.Info("shutting down")
 	return s.Close()
 }
-
-var _ = strings.TrimSpace
