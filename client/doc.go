@@ -38,7 +38,7 @@
 //   - idempotent writes are always retried: RefreshSemaphoreLease (it sets
 //     expires_at = now + ttl), ReleaseSemaphore (releasing what is not held
 //     is a no-op), AcquireSemaphore (a re-acquire under the same lease sets
-//     the same hold again, API.md point 7), DeleteNamespace and
+//     the same hold again, docs/API.md, Re-acquire), DeleteNamespace and
 //     DeleteSemaphore (deleting what is missing is not an error),
 //     RevokeSemaphoreLease (a retry after a revoke that did apply answers
 //     NotFound, which Session.Close treats as success), UpdateNamespace and

@@ -18,7 +18,7 @@ import (
 // holder. Get it with Session.Semaphore.
 //
 // A lease holds a semaphore at most once: acquiring again while holding
-// changes the hold's weight (API.md, re-acquire), and Release drops the
+// changes the hold's weight (docs/API.md, Re-acquire), and Release drops the
 // whole hold. Calls on one handle are serialized.
 type Semaphore struct {
 	sess *Session

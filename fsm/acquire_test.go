@@ -37,7 +37,7 @@ type holderSummary struct {
 	weight int64
 }
 
-// API.md AcquireSemaphore 1 (at the FSM level: weight; timeouts are the
+// docs/API.md, Acquire validation (at the FSM level: weight; timeouts are the
 // RPC layer's) and 2.
 func TestAcquireRejects(t *testing.T) {
 	cases := []struct {
@@ -96,7 +96,7 @@ func TestAcquireRejects(t *testing.T) {
 	}
 }
 
-// API.md 3: all or none.
+// docs/API.md, All or none.
 func TestAcquireAllOrNone(t *testing.T) {
 	h := acquireFixture(t, 5, 3)
 	r := h.ok(cAcq("ns", "s", lid(1), 3))
@@ -135,7 +135,7 @@ func dumpExceptActivity(d string) string {
 	return activityRE.ReplaceAllString(d, "act=*")
 }
 
-// API.md 4 at the FSM level: Queued=true never grants a new hold or an
+// docs/API.md, FIFO and waiting, at the FSM level: Queued=true never grants a new hold or an
 // increase, even when it would fit; it still records the attempt.
 func TestAcquireQueuedDoesNotGrant(t *testing.T) {
 	h := acquireFixture(t, 5, 2)
@@ -155,7 +155,7 @@ func TestAcquireQueuedDoesNotGrant(t *testing.T) {
 	}
 }
 
-// API.md 7: a decrease happens at once, even queued; re-acquire keeps
+// docs/API.md, Re-acquire: a decrease happens at once, even queued; re-acquire keeps
 // locked_at and a single holder, replaces weight and metadata, and gets a
 // new fencing token; an increase that does not fit leaves the hold as it was.
 func TestReacquire(t *testing.T) {
@@ -219,7 +219,7 @@ func TestReacquire(t *testing.T) {
 	}
 }
 
-// API.md 8: the fencing token is the raft index of the granting entry and
+// docs/API.md, Fencing tokens: the fencing token is the raft index of the granting entry and
 // strictly increases with every grant (several in one entry included).
 func TestFencingTokens(t *testing.T) {
 	h := acquireFixture(t, 10, 4)
@@ -284,7 +284,7 @@ func TestHolderView(t *testing.T) {
 }
 
 // ReleaseSemaphore: what the lease does not hold changes nothing and is
-// not an error (only last_activity_at moves, API.md's "every release").
+// not an error (only last_activity_at moves, docs/API.md, Semaphores: "every release").
 func TestRelease(t *testing.T) {
 	h := acquireFixture(t, 5, 3)
 	h.ok(cAcq("ns", "s", lid(1), 2))

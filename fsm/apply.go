@@ -322,7 +322,7 @@ func (a *applier) lookupGrant(g *fsmpb.Grant) (semRec, leaseRec, leaseHold, bool
 	if !ok {
 		return semRec{}, leaseRec{}, leaseHold{}, false, notFound("semaphore %q not found in namespace %q", g.SemaphoreName, g.NamespaceName)
 	}
-	// API.md's first rule before its second: a weight that can never fit
+	// docs/API.md, Acquire validation: a weight that can never fit
 	// is InvalidArgument even when the lease is also missing.
 	if g.Weight > sem.permits {
 		return semRec{}, leaseRec{}, leaseHold{}, false, invalid("weight exceeds semaphore permits (weight %d, permits %d)", g.Weight, sem.permits)

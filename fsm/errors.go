@@ -65,7 +65,7 @@ var (
 	ErrInternal           = &Error{Code: CodeInternal}
 )
 
-// ErrVersionMismatch is the message API.md fixes for a failed
+// ErrVersionMismatch is the message docs/API.md (Versions and updates) fixes for a failed
 // expected_version check.
 const msgVersionMismatch = "version mismatch"
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// API.md, Semaphore leases.
+// docs/API.md, Semaphore leases.
 
 func TestLeaseCreateGet(t *testing.T) {
 	h := newHarness(t)

@@ -4,7 +4,7 @@ import (
 	"testing"
 )
 
-// API.md Limits, replicated through SetLimits.
+// docs/API.md, Limits, replicated through SetLimits.
 func TestLimits(t *testing.T) {
 	small := Limits{MaxNamespaces: 2, MaxSemaphoresPerNamespace: 2, MaxLeasesPerNamespace: 2, MaxHoldersPerSemaphore: 2, MaxPermits: 10, MaxTTLSeconds: 30}
 
@@ -15,7 +15,7 @@ func TestLimits(t *testing.T) {
 		d := DefaultLimits()
 		if d.MaxNamespaces != 100_000 || d.MaxSemaphoresPerNamespace != 1_000_000 || d.MaxLeasesPerNamespace != 1_000_000 ||
 			d.MaxHoldersPerSemaphore != 10_000 || d.MaxPermits != 1_000_000_000 || d.MaxTTLSeconds != 300 {
-			t.Fatalf("defaults %+v differ from API.md", d)
+			t.Fatalf("defaults %+v differ from docs/API.md, Limits", d)
 		}
 	})
 	t.Run("set and validate", func(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 )
 
-// A small, independent reference model of API.md's semantics (plain maps
+// A small, independent reference model of docs/API.md's semantics (plain maps
 // and slices), and a randomized test that drives the FSM and the model with
 // the same commands and compares everything observable after every step.
 //
@@ -134,7 +134,7 @@ func (m *model) tryGrant(g *fsmpb.Grant, index uint64, now int64, mayGrant func(
 	if s == nil {
 		return false, nil, CodeNotFound
 	}
-	// API.md rule 1 before rule 2: a weight that can never fit is
+	// docs/API.md, Acquire validation before Missing things: a weight that can never fit is
 	// InvalidArgument even when the lease is missing too.
 	if g.Weight > s.permits {
 		return false, nil, CodeInvalidArgument

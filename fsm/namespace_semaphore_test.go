@@ -8,7 +8,7 @@ import (
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 )
 
-// API.md, Namespaces: create, get, update (full replacement, versions),
+// docs/API.md, Namespaces: create, get, update (full replacement, versions),
 // delete (cascade; a missing namespace is not an error).
 
 func TestNamespaceCreateGet(t *testing.T) {
@@ -149,7 +149,7 @@ func dumpFiltered(f *FSM, s string) string {
 	return strings.Join(out, "\n")
 }
 
-// API.md, Semaphores.
+// docs/API.md, Semaphores.
 
 func TestSemaphoreCreateGet(t *testing.T) {
 	h := newHarness(t)
@@ -295,7 +295,7 @@ func TestSemaphoreDelete(t *testing.T) {
 	h.fails(cSemDelete("ns", ""), CodeInvalidArgument, "semaphore_name")
 }
 
-// API.md: last_activity_at is set at creation, then on every acquire
+// docs/API.md, Semaphores: last_activity_at is set at creation, then on every acquire
 // (acquired or not) and every release; not by updates or reads.
 func TestLastActivityAt(t *testing.T) {
 	h := newHarness(t)
@@ -345,7 +345,7 @@ func TestLastActivityAt(t *testing.T) {
 	}
 }
 
-// API.md bounds: names 1..128 of [-_0-9a-zA-Z], process_id 1..128
+// docs/API.md, Names and text: names 1..128 of [-_0-9a-zA-Z], process_id 1..128
 // printable, description <= 1024, metadata <= 32 entries, keys 1..128,
 // values <= 256, lease ids "ls_" + >= 20 base62. Each bound passes exactly
 // at the limit and fails one over, with an error naming the field.

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// API.md pagination: limit 0 = 100, 1..250, else InvalidArgument; opaque
+// docs/API.md, Pagination: limit 0 = 100, 1..250, else InvalidArgument; opaque
 // position tokens (not snapshots); next empty on the last page, previous
 // empty on the first; a malformed token is InvalidArgument.
 

@@ -10,7 +10,7 @@ import (
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
-// Pagination bounds of API.md.
+// Pagination bounds of docs/API.md, Pagination.
 const (
 	DefaultPageSize = 100
 	MaxPageSize     = 250

@@ -5,7 +5,7 @@ import (
 	"unicode/utf8"
 )
 
-// Bounds fixed by API.md.
+// Bounds of docs/API.md, Names and text.
 const (
 	MaxNameBytes        = 128
 	MaxProcessIDBytes   = 128
@@ -18,7 +18,7 @@ const (
 	MaxLeaseIDBytes     = 64
 )
 
-// Limits are the server limits of API.md. They are replicated state (the
+// Limits are the server limits of docs/API.md, Limits. They are replicated state (the
 // SetLimits command), so every node enforces the same numbers.
 type Limits struct {
 	MaxNamespaces             int64
@@ -29,7 +29,7 @@ type Limits struct {
 	MaxTTLSeconds             int64
 }
 
-// DefaultLimits are API.md's defaults.
+// DefaultLimits are the defaults of docs/API.md, Limits.
 func DefaultLimits() Limits {
 	return Limits{
 		MaxNamespaces:             100_000,

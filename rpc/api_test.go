@@ -13,7 +13,8 @@ import (
 	"github.com/grackle-coord/grackle/server/servertest"
 )
 
-// The seed workflow of shared/seeds/semaphores.txt through real gRPC.
+// The README's tour (a namespace, a semaphore, a lease, acquire, release)
+// through real gRPC.
 func seedWorkflow(t *testing.T, c pb.GrackleServiceClient) {
 	ctx := ctxT(t)
 	ns := must(c.CreateNamespace(ctx, &pb.CreateNamespaceRequest{Name: "third_parties"}))

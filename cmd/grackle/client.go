@@ -34,7 +34,7 @@ const (
 	// connectTimeout bounds the wait for one endpoint before trying the next.
 	connectTimeout = 3 * time.Second
 
-	// maxListLimit is API.md's bound on List* limit (0 = server default 100).
+	// maxListLimit is the bound on List* limit (docs/API.md, Pagination) (0 = server default 100).
 	maxListLimit = 250
 )
 

@@ -10,7 +10,7 @@ import (
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
-// Sample values from shared/seeds/semaphores.txt.
+// Sample values from the README's tour.
 const (
 	seedCreated = int64(1695826239671432000) // 2023-09-27T14:50:39.671Z, 4m20s before testNow
 	seedExpires = int64(1695826299671432000) // 60s later

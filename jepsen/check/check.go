@@ -3,7 +3,7 @@
 // "anomaly" with the anomalies found (each with the smallest sub-history
 // that shows it), or "unknown" when the checker could not decide.
 //
-// The checkers follow /work/shared/spec/FAULTS.md:
+// The checkers follow docs/FAULTS.md:
 //
 //   - Linearizability: porcupine over a sequential semaphore model, time
 //     taken out (workload "linear": leases never expire).

@@ -8,7 +8,7 @@ import (
 	"github.com/grackle-coord/grackle/jepsen/history"
 )
 
-// Fencing checks FAULTS.md section 3:
+// Fencing checks docs/FAULTS.md, Fencing:
 //
 //   - token-order: on one semaphore, an ACQUIRED answer B invoked after
 //     another ACQUIRED answer A completed must carry a larger token
@@ -16,7 +16,7 @@ import (
 //   - duplicate-token: two ACQUIRED answers on one semaphore with the same
 //     token from different leases.
 //   - token-order-global / duplicate-token-global: the same across
-//     semaphores (API.md: the token is the Raft index of the granting
+//     semaphores (docs/API.md, Fencing tokens: the token is the Raft index of the granting
 //     entry, strictly increasing across the whole cluster).
 //   - missing-token: an ACQUIRED answer without a token.
 //   - rejected-current-holder: a fenced write rejected by the register

@@ -7,7 +7,7 @@ import (
 	"github.com/grackle-coord/grackle/jepsen/history"
 )
 
-// This file is the conservative clock of FAULTS.md section 2, shared by
+// This file is the conservative clock of docs/FAULTS.md, Safety with time, shared by
 // Safety, Fencing and LostWrites.
 //
 // A lease is certainly alive from the completion of a successful

@@ -14,7 +14,7 @@ import (
 	"github.com/grackle-coord/grackle/jepsen/history"
 )
 
-// The linearizability checker (FAULTS.md section 1). Time is taken out:
+// The linearizability checker (docs/FAULTS.md, Linearizability with time taken out). Time is taken out:
 // in the "linear" workload every lease outlives the run, so a semaphore is
 // a plain sequential object:
 //
@@ -229,7 +229,7 @@ func (s *linState) same(done int) *linState {
 // linStep is the sequential specification.
 //
 // Besides the rules at the top of this file, it knows that a revoke
-// deletes the lease (API.md: acquiring with a missing lease is NotFound, a
+// deletes the lease (docs/API.md, Missing things: acquiring with a missing lease is NotFound, a
 // second revoke is NotFound): after a revoke of the lease, an ACQUIRED
 // answer or a second successful revoke is illegal, and an indeterminate
 // acquire of it changes nothing. This only removes behaviours the API

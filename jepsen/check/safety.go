@@ -9,7 +9,7 @@ import (
 	"github.com/grackle-coord/grackle/jepsen/history"
 )
 
-// Safety checks FAULTS.md section 2: per semaphore, at no instant do the
+// Safety checks docs/FAULTS.md, Safety with time: per semaphore, at no instant do the
 // weights of certainly-held holds (see holds.go for the exact rule) sum
 // above the semaphore's permits. It uses every semaphore of the history,
 // whatever the workload.
