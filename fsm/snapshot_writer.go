@@ -1,0 +1,231 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
+	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
+)
+
+// The snapshot writer: a point-in-time clone written as a bbolt file in
+// table order (the format is described in snapshot_codec.go).
+
+// txnBytes bounds the data (and so the dirty pages) one bbolt transaction
+// keeps in memory.
+const txnBytes = 32 << 20
+
+type snapshot struct {
+	st     *state
+	tmpDir string
+}
+
+// Snapshot implements raft.FSM: an O(1) copy-on-write clone under the lock.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	c := f.st.persistView()
+	f.mu.RUnlock()
+	return &snapshot{st: c, tmpDir: f.tmpDir}, nil
+}
+
+// Persist writes the snapshot as a bbolt file and streams it into sink.
+func (sn *snapshot) Persist(sink raft.SnapshotSink) error {
+	if err := sn.writeTo(sink); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("fsm: persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (sn *snapshot) Release() {}
+
+// WriteSnapshot writes the current state as snapshot bytes (tests, tools).
+func (f *FSM) WriteSnapshot(w io.Writer) error {
+	s, _ := f.Snapshot()
+	return s.(*snapshot).writeTo(w)
+}
+
+func (sn *snapshot) writeTo(w io.Writer) error {
+	tmp, err := os.CreateTemp(sn.tmpDir, "grackle-snapshot-*.db")
+	if err != nil {
+		return err
+	}
+	path := tmp.Name()
+	tmp.Close()
+	os.Remove(path)
+	defer os.Remove(path)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true, NoFreelistSync: false})
+	if err != nil {
+		return err
+	}
+	if err := sn.fill(db); err != nil {
+		db.Close()
+		return err
+	}
+	if err := db.Close(); err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(w, f)
+	return err
+}
+
+// batchWriter spreads puts over transactions of about txnBytes. bbolt
+// keeps the key and value slices of a put until the transaction commits,
+// so they are carved out of arena chunks that are dropped at each commit.
+type batchWriter struct {
+	db      *bolt.DB
+	tx      *bolt.Tx
+	buckets map[string]*bolt.Bucket
+	arena   []byte
+	bytes   int
+	err     error
+}
+
+const arenaChunk = 4 << 20
+
+// grab returns n bytes of arena, valid until the next commit.
+func (b *batchWriter) grab(n int) []byte {
+	if cap(b.arena)-len(b.arena) < n {
+		b.arena = make([]byte, 0, max(arenaChunk, n))
+	}
+	s := b.arena[len(b.arena) : len(b.arena)+n : len(b.arena)+n]
+	b.arena = b.arena[:len(b.arena)+n]
+	return s
+}
+
+// put stores a copy of k and v.
+func (b *batchWriter) put(bucket, k, v []byte) {
+	if b.err != nil {
+		return
+	}
+	if b.tx == nil {
+		if b.tx, b.err = b.db.Begin(true); b.err != nil {
+			return
+		}
+		b.buckets = map[string]*bolt.Bucket{}
+	}
+	bk := b.buckets[string(bucket)]
+	if bk == nil {
+		bk = b.tx.Bucket(bucket)
+		bk.FillPercent = 0.95 // keys arrive in order: pack pages
+		b.buckets[string(bucket)] = bk
+	}
+	kk := b.grab(len(k))
+	copy(kk, k)
+	vv := b.grab(len(v))
+	copy(vv, v)
+	if b.err = bk.Put(kk, vv); b.err != nil {
+		return
+	}
+	if b.bytes += len(k) + len(v); b.bytes >= txnBytes {
+		b.commit()
+	}
+}
+
+func (b *batchWriter) commit() {
+	if b.tx != nil && b.err == nil {
+		b.err = b.tx.Commit()
+	} else if b.tx != nil {
+		_ = b.tx.Rollback()
+	}
+	b.tx, b.bytes, b.buckets, b.arena = nil, 0, nil, nil
+}
+
+// tableWriter collects one table's records into chunks.
+type tableWriter struct {
+	w      *batchWriter
+	bucket []byte
+	chunk  []byte
+	rec    []byte // the record being encoded (appendX(t.rec[:0], ...))
+	n      int
+	no     uint64
+}
+
+func (t *tableWriter) add() {
+	t.chunk = binary.AppendUvarint(t.chunk, uint64(len(t.rec)))
+	t.chunk = append(t.chunk, t.rec...)
+	if t.n++; t.n == chunkRecords {
+		t.flush()
+	}
+}
+
+func (t *tableWriter) flush() {
+	if t.n == 0 {
+		return
+	}
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], t.no)
+	t.w.put(t.bucket, k[:], t.chunk)
+	t.chunk, t.n = t.chunk[:0], 0
+	t.no++
+}
+
+var marshalDet = proto.MarshalOptions{Deterministic: true}
+
+func (sn *snapshot) fill(db *bolt.DB) error {
+	s := sn.st
+	if err := db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketMeta, bucketNamespaces, bucketSemaphores, bucketLeases, bucketHolders, bucketMembers} {
+			if _, err := tx.CreateBucket(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	w := &batchWriter{db: db}
+	meta, err := marshalDet.Marshal(&fsmpb.SnapshotMeta{Format: snapshotFormat, LastNow: s.lastNow, LastToken: s.lastToken,
+		HoldSeq: s.holdSeq, LastIndex: s.lastIndex, Limits: limitsProto(s.limits)})
+	if err != nil {
+		return err
+	}
+	w.put(bucketMeta, keyMeta, meta)
+	t := &tableWriter{w: w, bucket: bucketNamespaces, chunk: make([]byte, 0, 128<<10)}
+	table := func(bucket []byte) {
+		t.flush()
+		t.bucket, t.no = bucket, 0
+	}
+	s.namespaces.Ascend(func(n nsRec) bool {
+		t.rec = appendNS(t.rec[:0], n)
+		t.add()
+		return w.err == nil
+	})
+	table(bucketSemaphores)
+	s.semaphores.Ascend(func(x semRec) bool {
+		t.rec = appendSem(t.rec[:0], x)
+		t.add()
+		return w.err == nil
+	})
+	table(bucketLeases)
+	s.leases.Ascend(func(l leaseRec) bool {
+		t.rec = appendLease(t.rec[:0], l)
+		t.add()
+		return w.err == nil
+	})
+	table(bucketHolders)
+	s.holders.Ascend(func(h holderRec) bool {
+		t.rec = appendHolder(t.rec[:0], h)
+		t.add()
+		return w.err == nil
+	})
+	table(bucketMembers)
+	s.members.Ascend(func(m memberRec) bool {
+		t.rec = appendMember(t.rec[:0], m)
+		t.add()
+		return w.err == nil
+	})
+	t.flush()
+	w.commit()
+	return w.err
+}
