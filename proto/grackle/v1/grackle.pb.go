@@ -2388,6 +2388,389 @@ func (x *ListSemaphoreLeasesResponse) GetPreviousPaginationToken() string {
 	return ""
 }
 
+// One call waiting in a semaphore's FIFO queue.
+type SemaphoreWaiter struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	LeaseId   string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	ProcessId string                 `protobuf:"bytes,2,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	// The weight the call asks for: the hold's weight once granted.
+	Weight int64 `protobuf:"varint,3,opt,name=weight,proto3" json:"weight,omitempty"`
+	// The permits it waits for: weight less what the lease already holds on
+	// this semaphore (a re-acquire that raises a hold waits for the
+	// difference); equal to weight for a lease that holds nothing.
+	WaitingWeight int64 `protobuf:"varint,4,opt,name=waiting_weight,json=waitingWeight,proto3" json:"waiting_weight,omitempty"`
+	// 1 = the head of the queue.
+	Position int64 `protobuf:"varint,5,opt,name=position,proto3" json:"position,omitempty"`
+	// When the call reached the leader, Unix nanoseconds (leader's clock).
+	WaitingSince int64 `protobuf:"varint,6,opt,name=waiting_since,json=waitingSince,proto3" json:"waiting_since,omitempty"`
+	// When the call gives up (waiting_since + timeout_seconds), Unix ns.
+	Deadline      int64 `protobuf:"varint,7,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SemaphoreWaiter) Reset() {
+	*x = SemaphoreWaiter{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SemaphoreWaiter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SemaphoreWaiter) ProtoMessage() {}
+
+func (x *SemaphoreWaiter) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SemaphoreWaiter.ProtoReflect.Descriptor instead.
+func (*SemaphoreWaiter) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *SemaphoreWaiter) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *SemaphoreWaiter) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+func (x *SemaphoreWaiter) GetWeight() int64 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+func (x *SemaphoreWaiter) GetWaitingWeight() int64 {
+	if x != nil {
+		return x.WaitingWeight
+	}
+	return 0
+}
+
+func (x *SemaphoreWaiter) GetPosition() int64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *SemaphoreWaiter) GetWaitingSince() int64 {
+	if x != nil {
+		return x.WaitingSince
+	}
+	return 0
+}
+
+func (x *SemaphoreWaiter) GetDeadline() int64 {
+	if x != nil {
+		return x.Deadline
+	}
+	return 0
+}
+
+type ListSemaphoreWaitersRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName   string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	SemaphoreName   string                 `protobuf:"bytes,2,opt,name=semaphore_name,json=semaphoreName,proto3" json:"semaphore_name,omitempty"`
+	Limit           int32                  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	PaginationToken string                 `protobuf:"bytes,4,opt,name=pagination_token,json=paginationToken,proto3" json:"pagination_token,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ListSemaphoreWaitersRequest) Reset() {
+	*x = ListSemaphoreWaitersRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSemaphoreWaitersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSemaphoreWaitersRequest) ProtoMessage() {}
+
+func (x *ListSemaphoreWaitersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSemaphoreWaitersRequest.ProtoReflect.Descriptor instead.
+func (*ListSemaphoreWaitersRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ListSemaphoreWaitersRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *ListSemaphoreWaitersRequest) GetSemaphoreName() string {
+	if x != nil {
+		return x.SemaphoreName
+	}
+	return ""
+}
+
+func (x *ListSemaphoreWaitersRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListSemaphoreWaitersRequest) GetPaginationToken() string {
+	if x != nil {
+		return x.PaginationToken
+	}
+	return ""
+}
+
+type ListSemaphoreWaitersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In queue order (position ascending).
+	Waiters                 []*SemaphoreWaiter `protobuf:"bytes,1,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	NextPaginationToken     string             `protobuf:"bytes,2,opt,name=next_pagination_token,json=nextPaginationToken,proto3" json:"next_pagination_token,omitempty"`
+	PreviousPaginationToken string             `protobuf:"bytes,3,opt,name=previous_pagination_token,json=previousPaginationToken,proto3" json:"previous_pagination_token,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *ListSemaphoreWaitersResponse) Reset() {
+	*x = ListSemaphoreWaitersResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSemaphoreWaitersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSemaphoreWaitersResponse) ProtoMessage() {}
+
+func (x *ListSemaphoreWaitersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSemaphoreWaitersResponse.ProtoReflect.Descriptor instead.
+func (*ListSemaphoreWaitersResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ListSemaphoreWaitersResponse) GetWaiters() []*SemaphoreWaiter {
+	if x != nil {
+		return x.Waiters
+	}
+	return nil
+}
+
+func (x *ListSemaphoreWaitersResponse) GetNextPaginationToken() string {
+	if x != nil {
+		return x.NextPaginationToken
+	}
+	return ""
+}
+
+func (x *ListSemaphoreWaitersResponse) GetPreviousPaginationToken() string {
+	if x != nil {
+		return x.PreviousPaginationToken
+	}
+	return ""
+}
+
+type WatchSemaphoreRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	SemaphoreName string                 `protobuf:"bytes,2,opt,name=semaphore_name,json=semaphoreName,proto3" json:"semaphore_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSemaphoreRequest) Reset() {
+	*x = WatchSemaphoreRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSemaphoreRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSemaphoreRequest) ProtoMessage() {}
+
+func (x *WatchSemaphoreRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSemaphoreRequest.ProtoReflect.Descriptor instead.
+func (*WatchSemaphoreRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *WatchSemaphoreRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *WatchSemaphoreRequest) GetSemaphoreName() string {
+	if x != nil {
+		return x.SemaphoreName
+	}
+	return ""
+}
+
+// Every message carries the semaphore's whole state (semaphore, live
+// holders in acquisition order, waiters in queue order) as of raft_index;
+// the lists stop after the first 1,000 entries (the counts are complete).
+type WatchSemaphoreResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The Raft index of the last entry applied when the state was read.
+	// Strictly increasing on a stream, except that a change of the queue alone
+	// (a waiter whose caller gave up: no Raft entry) repeats it.
+	RaftIndex uint64 `protobuf:"varint,1,opt,name=raft_index,json=raftIndex,proto3" json:"raft_index,omitempty"`
+	// True on the first message of a stream (the full state on subscribe).
+	Initial   bool               `protobuf:"varint,2,opt,name=initial,proto3" json:"initial,omitempty"`
+	Semaphore *Semaphore         `protobuf:"bytes,3,opt,name=semaphore,proto3" json:"semaphore,omitempty"`
+	Holders   []*SemaphoreHolder `protobuf:"bytes,4,rep,name=holders,proto3" json:"holders,omitempty"`
+	Waiters   []*SemaphoreWaiter `protobuf:"bytes,5,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	// How many changes this message reflects (1 unless several applied
+	// entries were coalesced while the watcher was being sent to).
+	Changes uint64 `protobuf:"varint,6,opt,name=changes,proto3" json:"changes,omitempty"`
+	// The number of queued waiters (waiters may be cut at 1,000).
+	WaitersCount  int64 `protobuf:"varint,7,opt,name=waiters_count,json=waitersCount,proto3" json:"waiters_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSemaphoreResponse) Reset() {
+	*x = WatchSemaphoreResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSemaphoreResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSemaphoreResponse) ProtoMessage() {}
+
+func (x *WatchSemaphoreResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSemaphoreResponse.ProtoReflect.Descriptor instead.
+func (*WatchSemaphoreResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *WatchSemaphoreResponse) GetRaftIndex() uint64 {
+	if x != nil {
+		return x.RaftIndex
+	}
+	return 0
+}
+
+func (x *WatchSemaphoreResponse) GetInitial() bool {
+	if x != nil {
+		return x.Initial
+	}
+	return false
+}
+
+func (x *WatchSemaphoreResponse) GetSemaphore() *Semaphore {
+	if x != nil {
+		return x.Semaphore
+	}
+	return nil
+}
+
+func (x *WatchSemaphoreResponse) GetHolders() []*SemaphoreHolder {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+func (x *WatchSemaphoreResponse) GetWaiters() []*SemaphoreWaiter {
+	if x != nil {
+		return x.Waiters
+	}
+	return nil
+}
+
+func (x *WatchSemaphoreResponse) GetChanges() uint64 {
+	if x != nil {
+		return x.Changes
+	}
+	return 0
+}
+
+func (x *WatchSemaphoreResponse) GetWaitersCount() int64 {
+	if x != nil {
+		return x.WaitersCount
+	}
+	return 0
+}
+
 type Member struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	NodeId      string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -2405,7 +2788,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_grackle_v1_grackle_proto_msgTypes[40]
+	mi := &file_grackle_v1_grackle_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2417,7 +2800,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_v1_grackle_proto_msgTypes[40]
+	mi := &file_grackle_v1_grackle_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2430,7 +2813,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{40}
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Member) GetNodeId() string {
@@ -2483,7 +2866,7 @@ type GetClusterStatusRequest struct {
 
 func (x *GetClusterStatusRequest) Reset() {
 	*x = GetClusterStatusRequest{}
-	mi := &file_grackle_v1_grackle_proto_msgTypes[41]
+	mi := &file_grackle_v1_grackle_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2495,7 +2878,7 @@ func (x *GetClusterStatusRequest) String() string {
 func (*GetClusterStatusRequest) ProtoMessage() {}
 
 func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_v1_grackle_proto_msgTypes[41]
+	mi := &file_grackle_v1_grackle_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2508,7 +2891,7 @@ func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{41}
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{46}
 }
 
 type GetClusterStatusResponse struct {
@@ -2525,7 +2908,7 @@ type GetClusterStatusResponse struct {
 
 func (x *GetClusterStatusResponse) Reset() {
 	*x = GetClusterStatusResponse{}
-	mi := &file_grackle_v1_grackle_proto_msgTypes[42]
+	mi := &file_grackle_v1_grackle_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2537,7 +2920,7 @@ func (x *GetClusterStatusResponse) String() string {
 func (*GetClusterStatusResponse) ProtoMessage() {}
 
 func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_v1_grackle_proto_msgTypes[42]
+	mi := &file_grackle_v1_grackle_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2550,7 +2933,7 @@ func (x *GetClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{42}
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetClusterStatusResponse) GetLeaderId() string {
@@ -2607,7 +2990,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_grackle_v1_grackle_proto_msgTypes[43]
+	mi := &file_grackle_v1_grackle_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2619,7 +3002,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_v1_grackle_proto_msgTypes[43]
+	mi := &file_grackle_v1_grackle_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2632,7 +3015,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{43}
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AddMemberRequest) GetNodeId() string {
@@ -2672,7 +3055,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_grackle_v1_grackle_proto_msgTypes[44]
+	mi := &file_grackle_v1_grackle_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2684,7 +3067,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_v1_grackle_proto_msgTypes[44]
+	mi := &file_grackle_v1_grackle_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2697,7 +3080,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{44}
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AddMemberResponse) GetMembers() []*Member {
@@ -2716,7 +3099,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_grackle_v1_grackle_proto_msgTypes[45]
+	mi := &file_grackle_v1_grackle_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2728,7 +3111,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_v1_grackle_proto_msgTypes[45]
+	mi := &file_grackle_v1_grackle_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2741,7 +3124,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{45}
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RemoveMemberRequest) GetNodeId() string {
@@ -2760,7 +3143,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_grackle_v1_grackle_proto_msgTypes[46]
+	mi := &file_grackle_v1_grackle_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2772,7 +3155,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_v1_grackle_proto_msgTypes[46]
+	mi := &file_grackle_v1_grackle_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2785,7 +3168,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{46}
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RemoveMemberResponse) GetMembers() []*Member {
@@ -2804,7 +3187,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_grackle_v1_grackle_proto_msgTypes[47]
+	mi := &file_grackle_v1_grackle_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2816,7 +3199,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_v1_grackle_proto_msgTypes[47]
+	mi := &file_grackle_v1_grackle_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2829,7 +3212,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{47}
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *TransferLeadershipRequest) GetNodeId() string {
@@ -2848,7 +3231,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_grackle_v1_grackle_proto_msgTypes[48]
+	mi := &file_grackle_v1_grackle_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2860,7 +3243,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_v1_grackle_proto_msgTypes[48]
+	mi := &file_grackle_v1_grackle_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2873,7 +3256,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{48}
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -3080,7 +3463,37 @@ const file_grackle_v1_grackle_proto_rawDesc = "" +
 	"\x1bListSemaphoreLeasesResponse\x122\n" +
 	"\x06leases\x18\x01 \x03(\v2\x1a.grackle.v1.SemaphoreLeaseR\x06leases\x122\n" +
 	"\x15next_pagination_token\x18\x02 \x01(\tR\x13nextPaginationToken\x12:\n" +
-	"\x19previous_pagination_token\x18\x03 \x01(\tR\x17previousPaginationToken\"\xc1\x01\n" +
+	"\x19previous_pagination_token\x18\x03 \x01(\tR\x17previousPaginationToken\"\xe7\x01\n" +
+	"\x0fSemaphoreWaiter\x12\x19\n" +
+	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x1d\n" +
+	"\n" +
+	"process_id\x18\x02 \x01(\tR\tprocessId\x12\x16\n" +
+	"\x06weight\x18\x03 \x01(\x03R\x06weight\x12%\n" +
+	"\x0ewaiting_weight\x18\x04 \x01(\x03R\rwaitingWeight\x12\x1a\n" +
+	"\bposition\x18\x05 \x01(\x03R\bposition\x12#\n" +
+	"\rwaiting_since\x18\x06 \x01(\x03R\fwaitingSince\x12\x1a\n" +
+	"\bdeadline\x18\a \x01(\x03R\bdeadline\"\xac\x01\n" +
+	"\x1bListSemaphoreWaitersRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12%\n" +
+	"\x0esemaphore_name\x18\x02 \x01(\tR\rsemaphoreName\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12)\n" +
+	"\x10pagination_token\x18\x04 \x01(\tR\x0fpaginationToken\"\xc5\x01\n" +
+	"\x1cListSemaphoreWaitersResponse\x125\n" +
+	"\awaiters\x18\x01 \x03(\v2\x1b.grackle.v1.SemaphoreWaiterR\awaiters\x122\n" +
+	"\x15next_pagination_token\x18\x02 \x01(\tR\x13nextPaginationToken\x12:\n" +
+	"\x19previous_pagination_token\x18\x03 \x01(\tR\x17previousPaginationToken\"e\n" +
+	"\x15WatchSemaphoreRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12%\n" +
+	"\x0esemaphore_name\x18\x02 \x01(\tR\rsemaphoreName\"\xb3\x02\n" +
+	"\x16WatchSemaphoreResponse\x12\x1d\n" +
+	"\n" +
+	"raft_index\x18\x01 \x01(\x04R\traftIndex\x12\x18\n" +
+	"\ainitial\x18\x02 \x01(\bR\ainitial\x123\n" +
+	"\tsemaphore\x18\x03 \x01(\v2\x15.grackle.v1.SemaphoreR\tsemaphore\x125\n" +
+	"\aholders\x18\x04 \x03(\v2\x1b.grackle.v1.SemaphoreHolderR\aholders\x125\n" +
+	"\awaiters\x18\x05 \x03(\v2\x1b.grackle.v1.SemaphoreWaiterR\awaiters\x12\x18\n" +
+	"\achanges\x18\x06 \x01(\x04R\achanges\x12#\n" +
+	"\rwaiters_count\x18\a \x01(\x03R\fwaitersCount\"\xc1\x01\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12!\n" +
@@ -3115,7 +3528,7 @@ const file_grackle_v1_grackle_proto_rawDesc = "" +
 	"\x1bACQUIRE_OUTCOME_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ACQUIRE_OUTCOME_ACQUIRED\x10\x01\x12\x1f\n" +
 	"\x1bACQUIRE_OUTCOME_UNAVAILABLE\x10\x02\x12\x1d\n" +
-	"\x19ACQUIRE_OUTCOME_TIMED_OUT\x10\x032\xc7\r\n" +
+	"\x19ACQUIRE_OUTCOME_TIMED_OUT\x10\x032\x8d\x0f\n" +
 	"\x0eGrackleService\x12Z\n" +
 	"\x0fCreateNamespace\x12\".grackle.v1.CreateNamespaceRequest\x1a#.grackle.v1.CreateNamespaceResponse\x12Q\n" +
 	"\fGetNamespace\x12\x1f.grackle.v1.GetNamespaceRequest\x1a .grackle.v1.GetNamespaceResponse\x12W\n" +
@@ -3134,7 +3547,9 @@ const file_grackle_v1_grackle_proto_rawDesc = "" +
 	"\x11GetSemaphoreLease\x12$.grackle.v1.GetSemaphoreLeaseRequest\x1a%.grackle.v1.GetSemaphoreLeaseResponse\x12l\n" +
 	"\x15RefreshSemaphoreLease\x12(.grackle.v1.RefreshSemaphoreLeaseRequest\x1a).grackle.v1.RefreshSemaphoreLeaseResponse\x12i\n" +
 	"\x14RevokeSemaphoreLease\x12'.grackle.v1.RevokeSemaphoreLeaseRequest\x1a(.grackle.v1.RevokeSemaphoreLeaseResponse\x12f\n" +
-	"\x13ListSemaphoreLeases\x12&.grackle.v1.ListSemaphoreLeasesRequest\x1a'.grackle.v1.ListSemaphoreLeasesResponse2\xf1\x02\n" +
+	"\x13ListSemaphoreLeases\x12&.grackle.v1.ListSemaphoreLeasesRequest\x1a'.grackle.v1.ListSemaphoreLeasesResponse\x12i\n" +
+	"\x14ListSemaphoreWaiters\x12'.grackle.v1.ListSemaphoreWaitersRequest\x1a(.grackle.v1.ListSemaphoreWaitersResponse\x12Y\n" +
+	"\x0eWatchSemaphore\x12!.grackle.v1.WatchSemaphoreRequest\x1a\".grackle.v1.WatchSemaphoreResponse0\x012\xf1\x02\n" +
 	"\x0eClusterService\x12]\n" +
 	"\x10GetClusterStatus\x12#.grackle.v1.GetClusterStatusRequest\x1a$.grackle.v1.GetClusterStatusResponse\x12H\n" +
 	"\tAddMember\x12\x1c.grackle.v1.AddMemberRequest\x1a\x1d.grackle.v1.AddMemberResponse\x12Q\n" +
@@ -3154,7 +3569,7 @@ func file_grackle_v1_grackle_proto_rawDescGZIP() []byte {
 }
 
 var file_grackle_v1_grackle_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_grackle_v1_grackle_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_grackle_v1_grackle_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_grackle_v1_grackle_proto_goTypes = []any{
 	(AcquireOutcome)(0),                   // 0: grackle.v1.AcquireOutcome
 	(*Namespace)(nil),                     // 1: grackle.v1.Namespace
@@ -3197,41 +3612,46 @@ var file_grackle_v1_grackle_proto_goTypes = []any{
 	(*RevokeSemaphoreLeaseResponse)(nil),  // 38: grackle.v1.RevokeSemaphoreLeaseResponse
 	(*ListSemaphoreLeasesRequest)(nil),    // 39: grackle.v1.ListSemaphoreLeasesRequest
 	(*ListSemaphoreLeasesResponse)(nil),   // 40: grackle.v1.ListSemaphoreLeasesResponse
-	(*Member)(nil),                        // 41: grackle.v1.Member
-	(*GetClusterStatusRequest)(nil),       // 42: grackle.v1.GetClusterStatusRequest
-	(*GetClusterStatusResponse)(nil),      // 43: grackle.v1.GetClusterStatusResponse
-	(*AddMemberRequest)(nil),              // 44: grackle.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),             // 45: grackle.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),           // 46: grackle.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),          // 47: grackle.v1.RemoveMemberResponse
-	(*TransferLeadershipRequest)(nil),     // 48: grackle.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil),    // 49: grackle.v1.TransferLeadershipResponse
-	nil,                                   // 50: grackle.v1.Namespace.MetadataEntry
-	nil,                                   // 51: grackle.v1.Semaphore.MetadataEntry
-	nil,                                   // 52: grackle.v1.SemaphoreHolder.MetadataEntry
-	nil,                                   // 53: grackle.v1.CreateNamespaceRequest.MetadataEntry
-	nil,                                   // 54: grackle.v1.UpdateNamespaceRequest.MetadataEntry
-	nil,                                   // 55: grackle.v1.CreateSemaphoreRequest.MetadataEntry
-	nil,                                   // 56: grackle.v1.UpdateSemaphoreRequest.MetadataEntry
-	nil,                                   // 57: grackle.v1.AcquireSemaphoreRequest.MetadataEntry
+	(*SemaphoreWaiter)(nil),               // 41: grackle.v1.SemaphoreWaiter
+	(*ListSemaphoreWaitersRequest)(nil),   // 42: grackle.v1.ListSemaphoreWaitersRequest
+	(*ListSemaphoreWaitersResponse)(nil),  // 43: grackle.v1.ListSemaphoreWaitersResponse
+	(*WatchSemaphoreRequest)(nil),         // 44: grackle.v1.WatchSemaphoreRequest
+	(*WatchSemaphoreResponse)(nil),        // 45: grackle.v1.WatchSemaphoreResponse
+	(*Member)(nil),                        // 46: grackle.v1.Member
+	(*GetClusterStatusRequest)(nil),       // 47: grackle.v1.GetClusterStatusRequest
+	(*GetClusterStatusResponse)(nil),      // 48: grackle.v1.GetClusterStatusResponse
+	(*AddMemberRequest)(nil),              // 49: grackle.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),             // 50: grackle.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),           // 51: grackle.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),          // 52: grackle.v1.RemoveMemberResponse
+	(*TransferLeadershipRequest)(nil),     // 53: grackle.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil),    // 54: grackle.v1.TransferLeadershipResponse
+	nil,                                   // 55: grackle.v1.Namespace.MetadataEntry
+	nil,                                   // 56: grackle.v1.Semaphore.MetadataEntry
+	nil,                                   // 57: grackle.v1.SemaphoreHolder.MetadataEntry
+	nil,                                   // 58: grackle.v1.CreateNamespaceRequest.MetadataEntry
+	nil,                                   // 59: grackle.v1.UpdateNamespaceRequest.MetadataEntry
+	nil,                                   // 60: grackle.v1.CreateSemaphoreRequest.MetadataEntry
+	nil,                                   // 61: grackle.v1.UpdateSemaphoreRequest.MetadataEntry
+	nil,                                   // 62: grackle.v1.AcquireSemaphoreRequest.MetadataEntry
 }
 var file_grackle_v1_grackle_proto_depIdxs = []int32{
-	50, // 0: grackle.v1.Namespace.metadata:type_name -> grackle.v1.Namespace.MetadataEntry
-	51, // 1: grackle.v1.Semaphore.metadata:type_name -> grackle.v1.Semaphore.MetadataEntry
-	52, // 2: grackle.v1.SemaphoreHolder.metadata:type_name -> grackle.v1.SemaphoreHolder.MetadataEntry
-	53, // 3: grackle.v1.CreateNamespaceRequest.metadata:type_name -> grackle.v1.CreateNamespaceRequest.MetadataEntry
+	55, // 0: grackle.v1.Namespace.metadata:type_name -> grackle.v1.Namespace.MetadataEntry
+	56, // 1: grackle.v1.Semaphore.metadata:type_name -> grackle.v1.Semaphore.MetadataEntry
+	57, // 2: grackle.v1.SemaphoreHolder.metadata:type_name -> grackle.v1.SemaphoreHolder.MetadataEntry
+	58, // 3: grackle.v1.CreateNamespaceRequest.metadata:type_name -> grackle.v1.CreateNamespaceRequest.MetadataEntry
 	1,  // 4: grackle.v1.CreateNamespaceResponse.namespace:type_name -> grackle.v1.Namespace
 	1,  // 5: grackle.v1.GetNamespaceResponse.namespace:type_name -> grackle.v1.Namespace
 	1,  // 6: grackle.v1.ListNamespacesResponse.namespaces:type_name -> grackle.v1.Namespace
-	54, // 7: grackle.v1.UpdateNamespaceRequest.metadata:type_name -> grackle.v1.UpdateNamespaceRequest.MetadataEntry
+	59, // 7: grackle.v1.UpdateNamespaceRequest.metadata:type_name -> grackle.v1.UpdateNamespaceRequest.MetadataEntry
 	1,  // 8: grackle.v1.UpdateNamespaceResponse.namespace:type_name -> grackle.v1.Namespace
-	55, // 9: grackle.v1.CreateSemaphoreRequest.metadata:type_name -> grackle.v1.CreateSemaphoreRequest.MetadataEntry
+	60, // 9: grackle.v1.CreateSemaphoreRequest.metadata:type_name -> grackle.v1.CreateSemaphoreRequest.MetadataEntry
 	2,  // 10: grackle.v1.CreateSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
 	2,  // 11: grackle.v1.GetSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
 	2,  // 12: grackle.v1.ListSemaphoresResponse.semaphores:type_name -> grackle.v1.Semaphore
-	56, // 13: grackle.v1.UpdateSemaphoreRequest.metadata:type_name -> grackle.v1.UpdateSemaphoreRequest.MetadataEntry
+	61, // 13: grackle.v1.UpdateSemaphoreRequest.metadata:type_name -> grackle.v1.UpdateSemaphoreRequest.MetadataEntry
 	2,  // 14: grackle.v1.UpdateSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
-	57, // 15: grackle.v1.AcquireSemaphoreRequest.metadata:type_name -> grackle.v1.AcquireSemaphoreRequest.MetadataEntry
+	62, // 15: grackle.v1.AcquireSemaphoreRequest.metadata:type_name -> grackle.v1.AcquireSemaphoreRequest.MetadataEntry
 	2,  // 16: grackle.v1.AcquireSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
 	0,  // 17: grackle.v1.AcquireSemaphoreResponse.outcome:type_name -> grackle.v1.AcquireOutcome
 	3,  // 18: grackle.v1.AcquireSemaphoreResponse.holder:type_name -> grackle.v1.SemaphoreHolder
@@ -3241,58 +3661,66 @@ var file_grackle_v1_grackle_proto_depIdxs = []int32{
 	4,  // 22: grackle.v1.GetSemaphoreLeaseResponse.lease:type_name -> grackle.v1.SemaphoreLease
 	4,  // 23: grackle.v1.RefreshSemaphoreLeaseResponse.lease:type_name -> grackle.v1.SemaphoreLease
 	4,  // 24: grackle.v1.ListSemaphoreLeasesResponse.leases:type_name -> grackle.v1.SemaphoreLease
-	41, // 25: grackle.v1.GetClusterStatusResponse.members:type_name -> grackle.v1.Member
-	41, // 26: grackle.v1.AddMemberResponse.members:type_name -> grackle.v1.Member
-	41, // 27: grackle.v1.RemoveMemberResponse.members:type_name -> grackle.v1.Member
-	5,  // 28: grackle.v1.GrackleService.CreateNamespace:input_type -> grackle.v1.CreateNamespaceRequest
-	7,  // 29: grackle.v1.GrackleService.GetNamespace:input_type -> grackle.v1.GetNamespaceRequest
-	9,  // 30: grackle.v1.GrackleService.ListNamespaces:input_type -> grackle.v1.ListNamespacesRequest
-	11, // 31: grackle.v1.GrackleService.UpdateNamespace:input_type -> grackle.v1.UpdateNamespaceRequest
-	13, // 32: grackle.v1.GrackleService.DeleteNamespace:input_type -> grackle.v1.DeleteNamespaceRequest
-	15, // 33: grackle.v1.GrackleService.CreateSemaphore:input_type -> grackle.v1.CreateSemaphoreRequest
-	17, // 34: grackle.v1.GrackleService.GetSemaphore:input_type -> grackle.v1.GetSemaphoreRequest
-	19, // 35: grackle.v1.GrackleService.ListSemaphores:input_type -> grackle.v1.ListSemaphoresRequest
-	21, // 36: grackle.v1.GrackleService.UpdateSemaphore:input_type -> grackle.v1.UpdateSemaphoreRequest
-	23, // 37: grackle.v1.GrackleService.DeleteSemaphore:input_type -> grackle.v1.DeleteSemaphoreRequest
-	25, // 38: grackle.v1.GrackleService.AcquireSemaphore:input_type -> grackle.v1.AcquireSemaphoreRequest
-	27, // 39: grackle.v1.GrackleService.ReleaseSemaphore:input_type -> grackle.v1.ReleaseSemaphoreRequest
-	29, // 40: grackle.v1.GrackleService.ListSemaphoreHolders:input_type -> grackle.v1.ListSemaphoreHoldersRequest
-	31, // 41: grackle.v1.GrackleService.CreateSemaphoreLease:input_type -> grackle.v1.CreateSemaphoreLeaseRequest
-	33, // 42: grackle.v1.GrackleService.GetSemaphoreLease:input_type -> grackle.v1.GetSemaphoreLeaseRequest
-	35, // 43: grackle.v1.GrackleService.RefreshSemaphoreLease:input_type -> grackle.v1.RefreshSemaphoreLeaseRequest
-	37, // 44: grackle.v1.GrackleService.RevokeSemaphoreLease:input_type -> grackle.v1.RevokeSemaphoreLeaseRequest
-	39, // 45: grackle.v1.GrackleService.ListSemaphoreLeases:input_type -> grackle.v1.ListSemaphoreLeasesRequest
-	42, // 46: grackle.v1.ClusterService.GetClusterStatus:input_type -> grackle.v1.GetClusterStatusRequest
-	44, // 47: grackle.v1.ClusterService.AddMember:input_type -> grackle.v1.AddMemberRequest
-	46, // 48: grackle.v1.ClusterService.RemoveMember:input_type -> grackle.v1.RemoveMemberRequest
-	48, // 49: grackle.v1.ClusterService.TransferLeadership:input_type -> grackle.v1.TransferLeadershipRequest
-	6,  // 50: grackle.v1.GrackleService.CreateNamespace:output_type -> grackle.v1.CreateNamespaceResponse
-	8,  // 51: grackle.v1.GrackleService.GetNamespace:output_type -> grackle.v1.GetNamespaceResponse
-	10, // 52: grackle.v1.GrackleService.ListNamespaces:output_type -> grackle.v1.ListNamespacesResponse
-	12, // 53: grackle.v1.GrackleService.UpdateNamespace:output_type -> grackle.v1.UpdateNamespaceResponse
-	14, // 54: grackle.v1.GrackleService.DeleteNamespace:output_type -> grackle.v1.DeleteNamespaceResponse
-	16, // 55: grackle.v1.GrackleService.CreateSemaphore:output_type -> grackle.v1.CreateSemaphoreResponse
-	18, // 56: grackle.v1.GrackleService.GetSemaphore:output_type -> grackle.v1.GetSemaphoreResponse
-	20, // 57: grackle.v1.GrackleService.ListSemaphores:output_type -> grackle.v1.ListSemaphoresResponse
-	22, // 58: grackle.v1.GrackleService.UpdateSemaphore:output_type -> grackle.v1.UpdateSemaphoreResponse
-	24, // 59: grackle.v1.GrackleService.DeleteSemaphore:output_type -> grackle.v1.DeleteSemaphoreResponse
-	26, // 60: grackle.v1.GrackleService.AcquireSemaphore:output_type -> grackle.v1.AcquireSemaphoreResponse
-	28, // 61: grackle.v1.GrackleService.ReleaseSemaphore:output_type -> grackle.v1.ReleaseSemaphoreResponse
-	30, // 62: grackle.v1.GrackleService.ListSemaphoreHolders:output_type -> grackle.v1.ListSemaphoreHoldersResponse
-	32, // 63: grackle.v1.GrackleService.CreateSemaphoreLease:output_type -> grackle.v1.CreateSemaphoreLeaseResponse
-	34, // 64: grackle.v1.GrackleService.GetSemaphoreLease:output_type -> grackle.v1.GetSemaphoreLeaseResponse
-	36, // 65: grackle.v1.GrackleService.RefreshSemaphoreLease:output_type -> grackle.v1.RefreshSemaphoreLeaseResponse
-	38, // 66: grackle.v1.GrackleService.RevokeSemaphoreLease:output_type -> grackle.v1.RevokeSemaphoreLeaseResponse
-	40, // 67: grackle.v1.GrackleService.ListSemaphoreLeases:output_type -> grackle.v1.ListSemaphoreLeasesResponse
-	43, // 68: grackle.v1.ClusterService.GetClusterStatus:output_type -> grackle.v1.GetClusterStatusResponse
-	45, // 69: grackle.v1.ClusterService.AddMember:output_type -> grackle.v1.AddMemberResponse
-	47, // 70: grackle.v1.ClusterService.RemoveMember:output_type -> grackle.v1.RemoveMemberResponse
-	49, // 71: grackle.v1.ClusterService.TransferLeadership:output_type -> grackle.v1.TransferLeadershipResponse
-	50, // [50:72] is the sub-list for method output_type
-	28, // [28:50] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	41, // 25: grackle.v1.ListSemaphoreWaitersResponse.waiters:type_name -> grackle.v1.SemaphoreWaiter
+	2,  // 26: grackle.v1.WatchSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
+	3,  // 27: grackle.v1.WatchSemaphoreResponse.holders:type_name -> grackle.v1.SemaphoreHolder
+	41, // 28: grackle.v1.WatchSemaphoreResponse.waiters:type_name -> grackle.v1.SemaphoreWaiter
+	46, // 29: grackle.v1.GetClusterStatusResponse.members:type_name -> grackle.v1.Member
+	46, // 30: grackle.v1.AddMemberResponse.members:type_name -> grackle.v1.Member
+	46, // 31: grackle.v1.RemoveMemberResponse.members:type_name -> grackle.v1.Member
+	5,  // 32: grackle.v1.GrackleService.CreateNamespace:input_type -> grackle.v1.CreateNamespaceRequest
+	7,  // 33: grackle.v1.GrackleService.GetNamespace:input_type -> grackle.v1.GetNamespaceRequest
+	9,  // 34: grackle.v1.GrackleService.ListNamespaces:input_type -> grackle.v1.ListNamespacesRequest
+	11, // 35: grackle.v1.GrackleService.UpdateNamespace:input_type -> grackle.v1.UpdateNamespaceRequest
+	13, // 36: grackle.v1.GrackleService.DeleteNamespace:input_type -> grackle.v1.DeleteNamespaceRequest
+	15, // 37: grackle.v1.GrackleService.CreateSemaphore:input_type -> grackle.v1.CreateSemaphoreRequest
+	17, // 38: grackle.v1.GrackleService.GetSemaphore:input_type -> grackle.v1.GetSemaphoreRequest
+	19, // 39: grackle.v1.GrackleService.ListSemaphores:input_type -> grackle.v1.ListSemaphoresRequest
+	21, // 40: grackle.v1.GrackleService.UpdateSemaphore:input_type -> grackle.v1.UpdateSemaphoreRequest
+	23, // 41: grackle.v1.GrackleService.DeleteSemaphore:input_type -> grackle.v1.DeleteSemaphoreRequest
+	25, // 42: grackle.v1.GrackleService.AcquireSemaphore:input_type -> grackle.v1.AcquireSemaphoreRequest
+	27, // 43: grackle.v1.GrackleService.ReleaseSemaphore:input_type -> grackle.v1.ReleaseSemaphoreRequest
+	29, // 44: grackle.v1.GrackleService.ListSemaphoreHolders:input_type -> grackle.v1.ListSemaphoreHoldersRequest
+	31, // 45: grackle.v1.GrackleService.CreateSemaphoreLease:input_type -> grackle.v1.CreateSemaphoreLeaseRequest
+	33, // 46: grackle.v1.GrackleService.GetSemaphoreLease:input_type -> grackle.v1.GetSemaphoreLeaseRequest
+	35, // 47: grackle.v1.GrackleService.RefreshSemaphoreLease:input_type -> grackle.v1.RefreshSemaphoreLeaseRequest
+	37, // 48: grackle.v1.GrackleService.RevokeSemaphoreLease:input_type -> grackle.v1.RevokeSemaphoreLeaseRequest
+	39, // 49: grackle.v1.GrackleService.ListSemaphoreLeases:input_type -> grackle.v1.ListSemaphoreLeasesRequest
+	42, // 50: grackle.v1.GrackleService.ListSemaphoreWaiters:input_type -> grackle.v1.ListSemaphoreWaitersRequest
+	44, // 51: grackle.v1.GrackleService.WatchSemaphore:input_type -> grackle.v1.WatchSemaphoreRequest
+	47, // 52: grackle.v1.ClusterService.GetClusterStatus:input_type -> grackle.v1.GetClusterStatusRequest
+	49, // 53: grackle.v1.ClusterService.AddMember:input_type -> grackle.v1.AddMemberRequest
+	51, // 54: grackle.v1.ClusterService.RemoveMember:input_type -> grackle.v1.RemoveMemberRequest
+	53, // 55: grackle.v1.ClusterService.TransferLeadership:input_type -> grackle.v1.TransferLeadershipRequest
+	6,  // 56: grackle.v1.GrackleService.CreateNamespace:output_type -> grackle.v1.CreateNamespaceResponse
+	8,  // 57: grackle.v1.GrackleService.GetNamespace:output_type -> grackle.v1.GetNamespaceResponse
+	10, // 58: grackle.v1.GrackleService.ListNamespaces:output_type -> grackle.v1.ListNamespacesResponse
+	12, // 59: grackle.v1.GrackleService.UpdateNamespace:output_type -> grackle.v1.UpdateNamespaceResponse
+	14, // 60: grackle.v1.GrackleService.DeleteNamespace:output_type -> grackle.v1.DeleteNamespaceResponse
+	16, // 61: grackle.v1.GrackleService.CreateSemaphore:output_type -> grackle.v1.CreateSemaphoreResponse
+	18, // 62: grackle.v1.GrackleService.GetSemaphore:output_type -> grackle.v1.GetSemaphoreResponse
+	20, // 63: grackle.v1.GrackleService.ListSemaphores:output_type -> grackle.v1.ListSemaphoresResponse
+	22, // 64: grackle.v1.GrackleService.UpdateSemaphore:output_type -> grackle.v1.UpdateSemaphoreResponse
+	24, // 65: grackle.v1.GrackleService.DeleteSemaphore:output_type -> grackle.v1.DeleteSemaphoreResponse
+	26, // 66: grackle.v1.GrackleService.AcquireSemaphore:output_type -> grackle.v1.AcquireSemaphoreResponse
+	28, // 67: grackle.v1.GrackleService.ReleaseSemaphore:output_type -> grackle.v1.ReleaseSemaphoreResponse
+	30, // 68: grackle.v1.GrackleService.ListSemaphoreHolders:output_type -> grackle.v1.ListSemaphoreHoldersResponse
+	32, // 69: grackle.v1.GrackleService.CreateSemaphoreLease:output_type -> grackle.v1.CreateSemaphoreLeaseResponse
+	34, // 70: grackle.v1.GrackleService.GetSemaphoreLease:output_type -> grackle.v1.GetSemaphoreLeaseResponse
+	36, // 71: grackle.v1.GrackleService.RefreshSemaphoreLease:output_type -> grackle.v1.RefreshSemaphoreLeaseResponse
+	38, // 72: grackle.v1.GrackleService.RevokeSemaphoreLease:output_type -> grackle.v1.RevokeSemaphoreLeaseResponse
+	40, // 73: grackle.v1.GrackleService.ListSemaphoreLeases:output_type -> grackle.v1.ListSemaphoreLeasesResponse
+	43, // 74: grackle.v1.GrackleService.ListSemaphoreWaiters:output_type -> grackle.v1.ListSemaphoreWaitersResponse
+	45, // 75: grackle.v1.GrackleService.WatchSemaphore:output_type -> grackle.v1.WatchSemaphoreResponse
+	48, // 76: grackle.v1.ClusterService.GetClusterStatus:output_type -> grackle.v1.GetClusterStatusResponse
+	50, // 77: grackle.v1.ClusterService.AddMember:output_type -> grackle.v1.AddMemberResponse
+	52, // 78: grackle.v1.ClusterService.RemoveMember:output_type -> grackle.v1.RemoveMemberResponse
+	54, // 79: grackle.v1.ClusterService.TransferLeadership:output_type -> grackle.v1.TransferLeadershipResponse
+	56, // [56:80] is the sub-list for method output_type
+	32, // [32:56] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_grackle_v1_grackle_proto_init() }
@@ -3306,7 +3734,7 @@ func file_grackle_v1_grackle_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grackle_v1_grackle_proto_rawDesc), len(file_grackle_v1_grackle_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   57,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -40,6 +40,8 @@ const (
 	GrackleService_RefreshSemaphoreLease_FullMethodName = "/grackle.v1.GrackleService/RefreshSemaphoreLease"
 	GrackleService_RevokeSemaphoreLease_FullMethodName  = "/grackle.v1.GrackleService/RevokeSemaphoreLease"
 	GrackleService_ListSemaphoreLeases_FullMethodName   = "/grackle.v1.GrackleService/ListSemaphoreLeases"
+	GrackleService_ListSemaphoreWaiters_FullMethodName  = "/grackle.v1.GrackleService/ListSemaphoreWaiters"
+	GrackleService_WatchSemaphore_FullMethodName        = "/grackle.v1.GrackleService/WatchSemaphore"
 )
 
 // GrackleServiceClient is the client API for GrackleService service.
@@ -64,6 +66,9 @@ type GrackleServiceClient interface {
 	RefreshSemaphoreLease(ctx context.Context, in *RefreshSemaphoreLeaseRequest, opts ...grpc.CallOption) (*RefreshSemaphoreLeaseResponse, error)
 	RevokeSemaphoreLease(ctx context.Context, in *RevokeSemaphoreLeaseRequest, opts ...grpc.CallOption) (*RevokeSemaphoreLeaseResponse, error)
 	ListSemaphoreLeases(ctx context.Context, in *ListSemaphoreLeasesRequest, opts ...grpc.CallOption) (*ListSemaphoreLeasesResponse, error)
+	// Queue visibility (see the block "queue visibility and watch" below).
+	ListSemaphoreWaiters(ctx context.Context, in *ListSemaphoreWaitersRequest, opts ...grpc.CallOption) (*ListSemaphoreWaitersResponse, error)
+	WatchSemaphore(ctx context.Context, in *WatchSemaphoreRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSemaphoreResponse], error)
 }
 
 type grackleServiceClient struct {
@@ -254,6 +259,35 @@ func (c *grackleServiceClient) ListSemaphoreLeases(ctx context.Context, in *List
 	return out, nil
 }
 
+func (c *grackleServiceClient) ListSemaphoreWaiters(ctx context.Context, in *ListSemaphoreWaitersRequest, opts ...grpc.CallOption) (*ListSemaphoreWaitersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSemaphoreWaitersResponse)
+	err := c.cc.Invoke(ctx, GrackleService_ListSemaphoreWaiters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) WatchSemaphore(ctx context.Context, in *WatchSemaphoreRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSemaphoreResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &GrackleService_ServiceDesc.Streams[0], GrackleService_WatchSemaphore_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchSemaphoreRequest, WatchSemaphoreResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type GrackleService_WatchSemaphoreClient = grpc.ServerStreamingClient[WatchSemaphoreResponse]
+
 // GrackleServiceServer is the server API for GrackleService service.
 // All implementations must embed UnimplementedGrackleServiceServer
 // for forward compatibility.
@@ -276,6 +310,9 @@ type GrackleServiceServer interface {
 	RefreshSemaphoreLease(context.Context, *RefreshSemaphoreLeaseRequest) (*RefreshSemaphoreLeaseResponse, error)
 	RevokeSemaphoreLease(context.Context, *RevokeSemaphoreLeaseRequest) (*RevokeSemaphoreLeaseResponse, error)
 	ListSemaphoreLeases(context.Context, *ListSemaphoreLeasesRequest) (*ListSemaphoreLeasesResponse, error)
+	// Queue visibility (see the block "queue visibility and watch" below).
+	ListSemaphoreWaiters(context.Context, *ListSemaphoreWaitersRequest) (*ListSemaphoreWaitersResponse, error)
+	WatchSemaphore(*WatchSemaphoreRequest, grpc.ServerStreamingServer[WatchSemaphoreResponse]) error
 	mustEmbedUnimplementedGrackleServiceServer()
 }
 
@@ -339,6 +376,12 @@ func (UnimplementedGrackleServiceServer) RevokeSemaphoreLease(context.Context, *
 }
 func (UnimplementedGrackleServiceServer) ListSemaphoreLeases(context.Context, *ListSemaphoreLeasesRequest) (*ListSemaphoreLeasesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListSemaphoreLeases not implemented")
+}
+func (UnimplementedGrackleServiceServer) ListSemaphoreWaiters(context.Context, *ListSemaphoreWaitersRequest) (*ListSemaphoreWaitersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListSemaphoreWaiters not implemented")
+}
+func (UnimplementedGrackleServiceServer) WatchSemaphore(*WatchSemaphoreRequest, grpc.ServerStreamingServer[WatchSemaphoreResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method WatchSemaphore not implemented")
 }
 func (UnimplementedGrackleServiceServer) mustEmbedUnimplementedGrackleServiceServer() {}
 func (UnimplementedGrackleServiceServer) testEmbeddedByValue()                        {}
@@ -685,6 +728,35 @@ func _GrackleService_ListSemaphoreLeases_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GrackleService_ListSemaphoreWaiters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSemaphoreWaitersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).ListSemaphoreWaiters(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_ListSemaphoreWaiters_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).ListSemaphoreWaiters(ctx, req.(*ListSemaphoreWaitersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_WatchSemaphore_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchSemaphoreRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(GrackleServiceServer).WatchSemaphore(m, &grpc.GenericServerStream[WatchSemaphoreRequest, WatchSemaphoreResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type GrackleService_WatchSemaphoreServer = grpc.ServerStreamingServer[WatchSemaphoreResponse]
+
 // GrackleService_ServiceDesc is the grpc.ServiceDesc for GrackleService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -764,8 +836,18 @@ var GrackleService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ListSemaphoreLeases",
 			Handler:    _GrackleService_ListSemaphoreLeases_Handler,
 		},
+		{
+			MethodName: "ListSemaphoreWaiters",
+			Handler:    _GrackleService_ListSemaphoreWaiters_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchSemaphore",
+			Handler:       _GrackleService_WatchSemaphore_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "grackle/v1/grackle.proto",
 }
 

@@ -1,0 +1,198 @@
+package client
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+)
+
+// ListSemaphoreWaiters calls GrackleService.ListSemaphoreWaiters on the leader.
+// Retried on any Unavailable.
+func (c *Client) ListSemaphoreWaiters(ctx context.Context, in *pb.ListSemaphoreWaitersRequest, opts ...grpc.CallOption) (*pb.ListSemaphoreWaitersResponse, error) {
+	return call(c, ctx, retryAlways, in, opts, pb.GrackleServiceClient.ListSemaphoreWaiters)
+}
+
+// WatchSemaphore opens GrackleService.WatchSemaphore on the leader. Opening
+// is retried on any Unavailable (a node that does not lead names the
+// leader) until the first message, the full state, has arrived; the stream
+// it returns starts with that message. A stream that ends later is not
+// reopened: Watch does that.
+func (c *Client) WatchSemaphore(ctx context.Context, in *pb.WatchSemaphoreRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pb.WatchSemaphoreResponse], error) {
+	var (
+		st    grpc.ServerStreamingClient[pb.WatchSemaphoreResponse]
+		first *pb.WatchSemaphoreResponse
+	)
+	err := c.invoke(ctx, retryAlways, opts, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) error {
+		s, err := pb.NewGrackleServiceClient(cc).WatchSemaphore(ctx, in, o...)
+		if err != nil {
+			return err
+		}
+		m, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		st, first = s, m
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &primedStream{ServerStreamingClient: st, first: first}, nil
+}
+
+// primedStream replays the message received while opening the stream.
+type primedStream struct {
+	grpc.ServerStreamingClient[pb.WatchSemaphoreResponse]
+	first *pb.WatchSemaphoreResponse
+}
+
+func (p *primedStream) Recv() (*pb.WatchSemaphoreResponse, error) {
+	if m := p.first; m != nil {
+		p.first = nil
+		return m, nil
+	}
+	return p.ServerStreamingClient.Recv()
+}
+
+// WatchUpdate is one state of a watched semaphore, or the end of the watch.
+type WatchUpdate struct {
+	// State is the semaphore's whole state at State.RaftIndex (nil on the
+	// last update when Err is set).
+	State *pb.WatchSemaphoreResponse
+	// Resumed is true on the first state of a stream reopened after the
+	// previous one ended (a leader change, or a watcher cut off for being
+	// slow): the state is complete, the changes in between are folded in.
+	Resumed bool
+	// Err is set on the last update only: why the watch ended. A context
+	// that ended gives its error; a semaphore that does not exist (or was
+	// deleted) gives NotFound; a call refused gives its status.
+	Err error
+}
+
+// Watch follows the semaphore's state: holders, waiters and permits, as
+// Client.Watch describes. The session's lease plays no part.
+func (m *Semaphore) Watch(ctx context.Context) <-chan WatchUpdate {
+	return m.sess.c.Watch(ctx, m.sess.ns, m.name)
+}
+
+// Watch follows a semaphore's state until ctx ends. The channel receives
+// the full state first, then a state after every change; a reader that is
+// slower than the changes gets the latest state (updates are coalesced,
+// never queued without bound; State.Changes counts the changes each one
+// folds in). The watch resumes on the new leader after a leader change
+// and after being cut off as a slow watcher, and re-reads the full state
+// there; raft indexes never go backwards across a resume. A watch that ends
+// for good sends a last update carrying Err, then closes the channel; when
+// ctx ends, the channel is closed (possibly after an update with ctx's
+// error).
+func (c *Client) Watch(ctx context.Context, ns, sem string) <-chan WatchUpdate {
+	out := make(chan WatchUpdate)
+	in := make(chan WatchUpdate, 1)
+	go c.watchLoop(ctx, &pb.WatchSemaphoreRequest{NamespaceName: ns, SemaphoreName: sem}, in)
+	go deliverLatest(ctx, in, out)
+	return out
+}
+
+// watchLoop reads streams, reopening them, and hands every update to in
+// (which deliverLatest drains at once).
+func (c *Client) watchLoop(ctx context.Context, req *pb.WatchSemaphoreRequest, in chan<- WatchUpdate) {
+	defer close(in)
+	var last uint64
+	resumed := false
+	for attempt := 0; ; {
+		st, err := c.WatchSemaphore(ctx, req)
+		if err == nil {
+			attempt = 0
+			for {
+				var m *pb.WatchSemaphoreResponse
+				if m, err = st.Recv(); err != nil {
+					break
+				}
+				if m.RaftIndex < last {
+					continue // an older view than one already delivered
+				}
+				last = m.RaftIndex
+				in <- WatchUpdate{State: m, Resumed: resumed && m.Initial}
+				if m.Initial {
+					resumed = false
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			in <- WatchUpdate{Err: ctx.Err()}
+			return
+		}
+		if !resumable(err) {
+			in <- WatchUpdate{Err: err}
+			return
+		}
+		resumed = true
+		if serr := sleepCtx(ctx, c.backoff(attempt)); serr != nil {
+			in <- WatchUpdate{Err: serr}
+			return
+		}
+		attempt++
+	}
+}
+
+// resumable: the stream ended for a reason that reopening can cure.
+func resumable(err error) bool {
+	if errors.Is(err, ErrClientClosed) {
+		return false
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.ResourceExhausted, codes.Aborted, codes.Internal, codes.Unknown:
+		return true
+	}
+	return false
+}
+
+// deliverLatest forwards updates from in to out, keeping only the latest
+// undelivered state when out's reader is slow (Changes are summed). Once
+// ctx has ended it stops delivering: it drains in and closes out.
+func deliverLatest(ctx context.Context, in <-chan WatchUpdate, out chan<- WatchUpdate) {
+	defer close(out)
+	var pending *WatchUpdate
+	for {
+		var send chan<- WatchUpdate
+		var next WatchUpdate
+		if pending != nil {
+			send, next = out, *pending
+		} else if in == nil {
+			return
+		}
+		select {
+		case u, ok := <-in:
+			switch {
+			case !ok:
+				in = nil
+			case pending == nil:
+				pending = &u
+			case pending.Err == nil && u.Err == nil:
+				// Fold the undelivered state into the newer one (which
+				// came from Recv and is ours to change).
+				u.Resumed = u.Resumed || pending.Resumed
+				u.State.Changes += pending.State.GetChanges()
+				pending = &u
+			default:
+				// The end: deliver the last state first, then the error.
+				select {
+				case out <- *pending:
+				case <-ctx.Done():
+				}
+				pending = &u
+			}
+		case send <- next:
+			pending = nil
+		case <-ctx.Done():
+			for range in {
+			}
+			return
+		}
+	}
+}
