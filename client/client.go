@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -44,8 +46,20 @@ type Config struct {
 
 	// DialOptions are added to every connection, after the client's own
 	// (plaintext transport credentials, reconnect backoff), so they can
-	// override them, e.g. grpc.WithTransportCredentials for TLS.
+	// override them, e.g. grpc.WithTransportCredentials for TLS. A
+	// grpc.WithContextDialer here is ignored: set Dialer instead.
 	DialOptions []grpc.DialOption
+
+	// Dialer opens the TCP connection to an address (default: a
+	// net.Dialer). The client wraps it to learn which addresses it can
+	// reach: a member whose advertised address cannot be dialed or resolved
+	// from here is routed around, through the endpoints.
+	Dialer func(ctx context.Context, addr string) (net.Conn, error)
+
+	// Logger receives the client's few log lines (a member address that
+	// cannot be reached, so calls go through the endpoints instead; said
+	// once per address). Default: no logging.
+	Logger hclog.Logger
 
 	// BackoffBase and BackoffMax shape the jittered exponential backoff
 	// between retries: the n-th retry waits a random time in [d/2, d] with
@@ -84,6 +98,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxAcquireTimeout < time.Second {
 		c.MaxAcquireTimeout = DefaultMaxAcquireTimeout
 	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
 	return c
 }
 
@@ -93,16 +110,21 @@ func (c Config) withDefaults() Config {
 // each RPC goes to the current leader and is retried as the package
 // documentation describes.
 type Client struct {
-	cfg Config
+	cfg   Config
+	reach *reachability
+	log   hclog.Logger
 
-	mu       sync.Mutex
-	conns    map[string]*grpc.ClientConn // one per address, kept until Close
-	known    []string                    // endpoints, then learned member addresses
-	leader   string                      // the leader's address as last learned ("" unknown)
-	rr       int                         // round robin over known when no leader is known
-	flight   *discovery                  // the leader discovery under way, if any
-	sessions map[*Session]struct{}
-	closed   bool
+	mu        sync.Mutex
+	given     []string                    // the endpoints of Config, the fallback route
+	conns     map[string]*grpc.ClientConn // one per address, kept until Close
+	known     []string                    // endpoints, then learned member addresses
+	leader    string                      // the leader's address as last learned ("" unknown)
+	rr        int                         // round robin over known when no leader is known
+	fb        int                         // round robin over given when the leader cannot be dialed
+	flight    *discovery                  // the leader discovery under way, if any
+	lastProbe time.Time                   // when the last discovery ended
+	sessions  map[*Session]struct{}
+	closed    bool
 
 	life     context.Context // cancelled by Close
 	lifeStop context.CancelFunc
@@ -119,13 +141,15 @@ var (
 // exist yet: calls find it when they are made.
 func New(ctx context.Context, cfg Config) (*Client, error) {
 	cfg = cfg.withDefaults()
-	c := &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}, sessions: map[*Session]struct{}{}}
+	c := &Client{cfg: cfg, reach: newReachability(cfg.Dialer), log: cfg.Logger,
+		conns: map[string]*grpc.ClientConn{}, sessions: map[*Session]struct{}{}}
 	c.life, c.lifeStop = context.WithCancel(context.Background())
 	for _, e := range cfg.Endpoints {
 		if e != "" {
 			c.learnLocked(e)
 		}
 	}
+	c.given = append([]string(nil), c.known...)
 	if len(c.known) == 0 {
 		return nil, errors.New("grackle client: no endpoints")
 	}
@@ -220,7 +244,9 @@ func (c *Client) connLocked(addr string) (*grpc.ClientConn, error) {
 		}),
 	}
 	opts = append(opts, c.cfg.DialOptions...)
-	cc, err := grpc.NewClient(addr, opts...)
+	// Last, so that it is the client's own dialer that connects.
+	opts = append(opts, grpc.WithContextDialer(c.reach.dialerFor(addr)))
+	cc, err := grpc.NewClient(grpcTarget(addr), opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -345,6 +371,7 @@ func (c *Client) discover(ctx context.Context) string {
 			res := c.probe(c.life)
 			c.adopt(res)
 			c.mu.Lock()
+			c.lastProbe = time.Now()
 			c.flight = nil
 			f.addr = res.leader
 			c.mu.Unlock()
@@ -360,6 +387,21 @@ func (c *Client) discover(ctx context.Context) string {
 	}
 }
 
+// rediscoverAfter spaces the background leader discoveries of a client
+// whose calls go through the endpoints.
+const rediscoverAfter = 2 * time.Second
+
+// rediscoverSoon starts a leader discovery in the background, unless one
+// ran less than rediscoverAfter ago or runs now.
+func (c *Client) rediscoverSoon() {
+	c.mu.Lock()
+	due := c.flight == nil && !c.closed && time.Since(c.lastProbe) >= rediscoverAfter
+	c.mu.Unlock()
+	if due {
+		go c.discover(c.life)
+	}
+}
+
 // pick returns the address a call should go to: the leader if known, else
 // the one discovery finds, else (no node knows a leader) the next known
 // address, whose answer may name the leader.
@@ -371,23 +413,65 @@ func (c *Client) pick(ctx context.Context) (string, error) {
 	}
 	if l := c.leader; l != "" {
 		c.mu.Unlock()
-		return l, nil
+		return c.route(l), nil
 	}
 	c.mu.Unlock()
 	if a := c.discover(ctx); a != "" {
-		return a, nil
+		return c.route(a), nil
 	}
 	if err := ctx.Err(); err != nil {
 		return "", status.FromContextError(err).Err()
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.leader != "" {
-		return c.leader, nil
+	l := c.leader
+	if l == "" {
+		// Round robin over the known addresses this client can reach.
+		l = c.known[c.rr%len(c.known)]
+		for i := 0; i < len(c.known) && c.reach.isDown(l); i++ {
+			c.rr++
+			l = c.known[c.rr%len(c.known)]
+		}
+		c.rr++
 	}
-	a := c.known[c.rr%len(c.known)]
-	c.rr++
-	return a, nil
+	c.mu.Unlock()
+	return c.route(l), nil
+}
+
+// route returns where a call meant for the leader at addr goes: addr
+// itself, unless this client has never been able to dial it (it does not
+// resolve here, or the network refuses it); then one of the endpoints given
+// in Config (round robin, those that can be dialed first), which forward to
+// the leader. An address that was reached before and fails now is a node
+// that went away: the call goes there, fails, and the client looks for the
+// new leader, as it does without any of this.
+func (c *Client) route(addr string) string {
+	if !c.reach.isDown(addr) || !c.reach.neverConnected(addr) {
+		return addr
+	}
+	// The leader may have changed without this client noticing (calls
+	// through a follower succeed either way): look again now and then.
+	c.rediscoverSoon()
+	c.mu.Lock()
+	var to string
+	for i := 0; i < len(c.given); i++ {
+		e := c.given[(c.fb+i)%len(c.given)]
+		if e != addr && !c.reach.isDown(e) {
+			to = e
+			c.fb += i + 1
+			break
+		}
+	}
+	if to == "" {
+		// Every endpoint failed its last dial too: try them in turn.
+		to = c.given[c.fb%len(c.given)]
+		c.fb++
+	}
+	c.mu.Unlock()
+	if to != addr && c.reach.firstFallback(addr) {
+		c.log.Warn("cannot dial this member's advertised address from here; sending its calls to the given endpoints, which forward them",
+			"address", addr, "error", c.reach.lastError(addr), "endpoints", c.given)
+	}
+	return to
 }
 
 // noteUnavailable updates the leader after an Unavailable failure of a
@@ -443,7 +527,9 @@ func (c *Client) invoke(ctx context.Context, pol policy, opts []grpc.CallOption,
 			return err
 		}
 		newLeader := c.noteUnavailable(addr, leaderHint(tr, st.Message()))
-		if !retryable(pol, st) {
+		// A call on a connection that was never established did not reach
+		// any server, whatever the policy.
+		if !retryable(pol, st) && !c.reach.neverConnected(addr) {
 			return err
 		}
 		if c.isClosed() {
