@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/apierr"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -236,13 +237,13 @@ func (c *Client) connLocked(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := c.conns[addr]; ok {
 		return cc, nil
 	}
-	opts := []grpc.DialOption{
+	opts := append(apierr.DialOptions(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 			MinConnectTimeout: c.cfg.DialTimeout,
 		}),
-	}
+	)
 	opts = append(opts, c.cfg.DialOptions...)
 	// Last, so that it is the client's own dialer that connects.
 	opts = append(opts, grpc.WithContextDialer(c.reach.dialerFor(addr)))
@@ -526,10 +527,10 @@ func (c *Client) invoke(ctx context.Context, pol policy, opts []grpc.CallOption,
 		if st.Code() != codes.Unavailable {
 			return err
 		}
-		newLeader := c.noteUnavailable(addr, leaderHint(tr, st.Message()))
+		newLeader := c.noteUnavailable(addr, leaderHint(tr, err))
 		// A call on a connection that was never established did not reach
 		// any server, whatever the policy.
-		if !retryable(pol, st) && !c.reach.neverConnected(addr) {
+		if !retryable(pol, err) && !c.reach.neverConnected(addr) {
 			return err
 		}
 		if c.isClosed() {

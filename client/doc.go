@@ -48,14 +48,15 @@
 //   - calls that are not idempotent (CreateNamespace, CreateSemaphore,
 //     CreateSemaphoreLease, AddMember, RemoveMember, TransferLeadership) are
 //     retried only when the error proves that the call never reached the
-//     Raft log: the server answered "not the leader" (raft refused the
-//     entry, nothing was appended), "raft is overloaded" (the entry was never
-//     enqueued) or "cannot reach the leader" (a follower could not even
-//     build a connection to forward it), or the connection to the node could
-//     not be established at all (dial error, connection refused). An
-//     Unavailable whose outcome is unknown ("leadership lost before the write
-//     committed", a connection that broke after the request was sent) is
-//     returned to the caller.
+//     Raft log: its google.rpc.ErrorInfo reason (package apierr) is
+//     NOT_LEADER (raft refused the entry, or the node does not lead and did
+//     not forward) or NOT_SENT (the leader was not ready, raft never
+//     enqueued the entry, a follower could not reach the leader, or this
+//     client's connection never carried the request). Any other
+//     Unavailable (reason OUTCOME_UNKNOWN: leadership lost before the write
+//     committed; or none: a connection that broke after the request was
+//     sent) is returned to the caller. The decision never reads message
+//     text.
 //
 // Retries stop when the caller's context ends, and, after Config.RetryTimeout
 // (default 30 s) of consecutive failures of one call, even if the context

@@ -35,7 +35,7 @@ var (
 
 	// ErrWeightExceedsPermits: the weight asked for is larger than the
 	// semaphore's permits, so it can never be granted (the server's
-	// InvalidArgument "weight exceeds semaphore permits", which this error
+	// InvalidArgument with reason WEIGHT_EXCEEDS_PERMITS, which this error
 	// wraps, so status.Code still reports InvalidArgument).
 	ErrWeightExceedsPermits = errors.New("grackle: weight exceeds semaphore permits")
 )

@@ -13,58 +13,65 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/apierr"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
+
+// unavail is an Unavailable error with an apierr reason naming leader addr.
+func unavail(reason, addr, msg string) error {
+	return apierr.New(codes.Unavailable, reason, "n1", apierr.Leader{ID: "n2", Address: addr}, msg)
+}
 
 func TestLeaderHint(t *testing.T) {
 	cases := []struct {
 		tr   metadata.MD
-		msg  string
+		err  error
 		want string
 	}{
-		{metadata.Pairs(leaderAddressKey, "10.0.0.1:7420"), "node n2: not the leader; the leader is n1 at 10.0.0.9:1", "10.0.0.1:7420"},
-		{nil, "node n2: not the leader; the leader is n1 at 127.0.0.1:4567", "127.0.0.1:4567"},
-		{nil, "node n2: cannot reach the leader: x; the leader is n1 at [::1]:80", "[::1]:80"},
-		{nil, "node n2: not the leader; no leader is known right now", ""},
-		{nil, "connection error: desc = \"transport: Error while dialing\"", ""},
+		{metadata.Pairs(leaderAddressKey, "10.0.0.1:7420"), unavail(apierr.NotLeader, "", "node n2: not the leader"), "10.0.0.1:7420"},
+		{nil, unavail(apierr.NotLeader, "127.0.0.1:4567", "node n2: not the leader"), "127.0.0.1:4567"},
+		{nil, unavail(apierr.NotSent, "[::1]:80", "node n2: cannot reach the leader: x"), "[::1]:80"},
+		{nil, unavail(apierr.NotLeader, "", "node n2: not the leader; no leader is known right now"), ""},
+		{nil, status.Error(codes.Unavailable, "connection error: desc = \"transport: Error while dialing\""), ""},
 	}
 	for _, c := range cases {
-		if got := leaderHint(c.tr, c.msg); got != c.want {
-			t.Errorf("leaderHint(%v, %q) = %q, want %q", c.tr, c.msg, got, c.want)
+		if got := leaderHint(c.tr, c.err); got != c.want {
+			t.Errorf("leaderHint(%v, %v) = %q, want %q", c.tr, c.err, got, c.want)
 		}
 	}
 }
 
 func TestProvesNotSent(t *testing.T) {
-	yes := []string{
-		"node n1: not the leader; the leader is n2 at 127.0.0.1:1",
-		"node n1: not the leader; no leader is known right now",
-		"raft is overloaded: the write was not enqueued in time",
-		"node n1: cannot reach the leader: bad address",
-		`connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused"`,
+	yes := []error{
+		unavail(apierr.NotLeader, "127.0.0.1:1", "node n1: not the leader"),
+		unavail(apierr.NotLeader, "", "node n1: not the leader; no leader is known right now"),
+		unavail(apierr.NotSent, "", "raft is overloaded: the write was not enqueued in time"),
+		unavail(apierr.NotSent, "", "node n1: cannot reach the leader: bad address"),
+		apierr.Annotate(status.Error(codes.Unavailable, "connection error"), apierr.NotSent, "", apierr.Leader{}),
 	}
-	no := []string{
-		"node n1: leadership lost before the write committed (its outcome is unknown); the leader is n2 at x:1",
-		"node n1: leadership lost",
-		"node n1: leadership lost while waiting",
-		"node n1: shutting down",
-		"error reading from server: EOF",
-		"transport is closing",
+	no := []error{
+		unavail(apierr.OutcomeUnknown, "x:1", "node n1: leadership lost before the write committed (its outcome is unknown)"),
+		// A message that names a not-sent cause proves nothing: only the reason counts.
+		status.Error(codes.Unavailable, "node n1: not the leader"),
+		unavail(apierr.OutcomeUnknown, "", "node n1: leadership lost while waiting"),
+		unavail(apierr.OutcomeUnknown, "", "node n1: shutting down"),
+		status.Error(codes.Unavailable, "error reading from server: EOF"),
+		status.Error(codes.Unavailable, "transport is closing"),
 	}
 	for _, m := range yes {
-		if !retryable(retryIfNotSent, status.New(codes.Unavailable, m)) {
-			t.Errorf("%q: want retryable for a create", m)
+		if !retryable(retryIfNotSent, m) {
+			t.Errorf("%v: want retryable for a create", m)
 		}
 	}
 	for _, m := range no {
-		if retryable(retryIfNotSent, status.New(codes.Unavailable, m)) {
-			t.Errorf("%q: want not retryable for a create", m)
+		if retryable(retryIfNotSent, m) {
+			t.Errorf("%v: want not retryable for a create", m)
 		}
-		if !retryable(retryAlways, status.New(codes.Unavailable, m)) {
-			t.Errorf("%q: want retryable for an idempotent call", m)
+		if !retryable(retryAlways, m) {
+			t.Errorf("%v: want retryable for an idempotent call", m)
 		}
 	}
-	if retryable(retryAlways, status.New(codes.DeadlineExceeded, "x")) || retryable(retryAlways, status.New(codes.NotFound, "x")) {
+	if retryable(retryAlways, status.Error(codes.DeadlineExceeded, "x")) || retryable(retryAlways, status.Error(codes.NotFound, "x")) {
 		t.Error("only Unavailable is retryable")
 	}
 }
@@ -151,7 +158,7 @@ func testCtx(t *testing.T) context.Context {
 
 func TestCreateNotRetriedWhenOutcomeUnknown(t *testing.T) {
 	f := startFake(t, &fakeNode{createNS: func(context.Context, int64) error {
-		return status.Error(codes.Unavailable, "node n1: leadership lost before the write committed (its outcome is unknown)")
+		return unavail(apierr.OutcomeUnknown, "", "node n1: leadership lost before the write committed (its outcome is unknown)")
 	}})
 	c, err := New(testCtx(t), fastConfig(f.addr))
 	if err != nil {
@@ -170,7 +177,7 @@ func TestCreateNotRetriedWhenOutcomeUnknown(t *testing.T) {
 func TestCreateRetriedWhenNotLeader(t *testing.T) {
 	f := startFake(t, &fakeNode{createNS: func(_ context.Context, n int64) error {
 		if n < 3 {
-			return status.Error(codes.Unavailable, "node n1: not the leader; no leader is known right now")
+			return unavail(apierr.NotLeader, "", "node n1: not the leader; no leader is known right now")
 		}
 		return nil
 	}})
@@ -190,7 +197,7 @@ func TestCreateRetriedWhenNotLeader(t *testing.T) {
 func TestIdempotentRetriedWhenOutcomeUnknown(t *testing.T) {
 	f := startFake(t, &fakeNode{deleteNS: func(_ context.Context, n int64) error {
 		if n == 1 {
-			return status.Error(codes.Unavailable, "node n1: leadership lost before the write committed (its outcome is unknown)")
+			return unavail(apierr.OutcomeUnknown, "", "node n1: leadership lost before the write committed (its outcome is unknown)")
 		}
 		return nil
 	}})
@@ -214,7 +221,7 @@ func TestFollowsLeaderTrailer(t *testing.T) {
 	a := &fakeNode{}
 	a.createNS = func(ctx context.Context, _ int64) error {
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(leaderAddressKey, b.addr))
-		return status.Error(codes.Unavailable, "node a: not the leader")
+		return unavail(apierr.NotLeader, "", "node a: not the leader")
 	}
 	startFake(t, a) // a believes it leads itself: discovery points at a
 	c, err := New(testCtx(t), fastConfig(a.addr))
@@ -238,7 +245,7 @@ func TestFollowsLeaderTrailer(t *testing.T) {
 // Retries stop at the caller's deadline.
 func TestRetriesBoundedByDeadline(t *testing.T) {
 	f := startFake(t, &fakeNode{deleteNS: func(context.Context, int64) error {
-		return status.Error(codes.Unavailable, "node n1: not the leader; no leader is known right now")
+		return unavail(apierr.NotLeader, "", "node n1: not the leader; no leader is known right now")
 	}})
 	c, err := New(testCtx(t), fastConfig(f.addr))
 	if err != nil {

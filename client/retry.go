@@ -2,13 +2,13 @@ package client
 
 import (
 	"math/rand/v2"
-	"regexp"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/grackle-coord/grackle/apierr"
 )
 
 // policy says which Unavailable failures of a call may be retried.
@@ -22,63 +22,33 @@ const (
 	retryIfNotSent
 )
 
-// notSentMarkers are substrings of Unavailable messages that prove the
-// call was never appended to the Raft log:
-//   - "not the leader": the node does not lead (raft.ErrNotLeader or
-//     ErrLeadershipTransferInProgress: raft refused the entry before
-//     appending it; or a node that does not lead refused to forward);
-//   - "raft is overloaded": raft.ErrEnqueueTimeout, never enqueued;
-//   - "cannot reach the leader": a follower failed to build a connection
-//     to the leader, so it forwarded nothing;
-//   - "Error while dialing", "connection refused": no connection was
-//     established (by this client, or by a forwarding follower), so the
-//     request was never sent.
-var notSentMarkers = []string{
-	"not the leader",
-	"raft is overloaded",
-	"cannot reach the leader",
-	"Error while dialing",
-	"connection refused",
-}
-
-// retryable reports whether an Unavailable failure may be retried.
-func retryable(pol policy, st *status.Status) bool {
-	if st.Code() != codes.Unavailable {
+// retryable reports whether an Unavailable failure may be retried. A
+// non-idempotent write is retried only when the error's reason (package
+// apierr) proves the call never reached the Raft log: NOT_LEADER or
+// NOT_SENT, set by the node that answered, by a follower that could not
+// forward, or by this client's own connection when no transport ever
+// carried the request (apierr.DialOptions).
+func retryable(pol policy, err error) bool {
+	if status.Code(err) != codes.Unavailable {
 		return false
 	}
 	if pol == retryAlways {
 		return true
 	}
-	return provesNotSent(st.Message())
+	return apierr.ProvesNotSent(err)
 }
 
-func provesNotSent(msg string) bool {
-	// An outcome-unknown failure never counts, whatever else it says.
-	if strings.Contains(msg, "outcome is unknown") {
-		return false
+// leaderHint is the leader's address an Unavailable failure names: the
+// ErrorInfo's metadata (which a forwarding follower passes on unchanged
+// with the leader's error), else the grackle-leader-address trailer.
+func leaderHint(tr metadata.MD, err error) string {
+	if a := apierr.LeaderOf(err).Address; a != "" {
+		return a
 	}
-	for _, m := range notSentMarkers {
-		if strings.Contains(msg, m) {
-			return true
-		}
-	}
-	return false
-}
-
-var leaderInMessage = regexp.MustCompile(`the leader is \S+ at ([^\s;,)"]+)`)
-
-// leaderHint extracts the leader's address from an Unavailable failure:
-// the trailer the answering node set, else the message (a follower that
-// forwarded the call passes the leader's message on, but not its trailer).
-func leaderHint(tr metadata.MD, msg string) string {
 	if v := tr.Get(leaderAddressKey); len(v) > 0 && v[len(v)-1] != "" {
 		return v[len(v)-1]
 	}
-	ms := leaderInMessage.FindAllStringSubmatch(msg, -1)
-	if len(ms) == 0 {
-		return ""
-	}
-	return ms[len(ms)-1][1]
+	return ""
 }
 
 // backoff is the wait before retry number attempt (0-based): a random time

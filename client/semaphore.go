@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/apierr"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -246,7 +246,7 @@ func (m *Semaphore) acquire(ctx context.Context, weight int64, blocking bool, op
 			if s.checkLease(ctx) {
 				return nil, s.Err()
 			}
-		case code == codes.InvalidArgument && strings.Contains(status.Convert(err).Message(), "weight exceeds semaphore permits"):
+		case code == codes.InvalidArgument && apierr.ReasonOf(err) == apierr.WeightExceedsPermits:
 			return nil, fmt.Errorf("%w: %w", ErrWeightExceedsPermits, err)
 		}
 		return nil, err

@@ -325,7 +325,9 @@ func (a *applier) lookupGrant(g *fsmpb.Grant) (semRec, leaseRec, leaseHold, bool
 	// docs/API.md, Acquire validation: a weight that can never fit
 	// is InvalidArgument even when the lease is also missing.
 	if g.Weight > sem.permits {
-		return semRec{}, leaseRec{}, leaseHold{}, false, invalid("weight exceeds semaphore permits (weight %d, permits %d)", g.Weight, sem.permits)
+		e := invalid("weight exceeds semaphore permits (weight %d, permits %d)", g.Weight, sem.permits)
+		e.Reason = ReasonWeightExceedsPermits
+		return semRec{}, leaseRec{}, leaseHold{}, false, e
 	}
 	li := s.identOf(ns.name, g.LeaseId)
 	if li == nil || li.liveExp <= a.now {

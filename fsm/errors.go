@@ -42,7 +42,14 @@ func (c Code) String() string {
 type Error struct {
 	Code Code
 	Msg  string
+	// Reason, when set, is the machine-readable cause the API layer puts
+	// in the error's google.rpc.ErrorInfo (package apierr's reasons).
+	Reason string
 }
+
+// ReasonWeightExceedsPermits marks an acquire whose weight can never fit
+// (the same string as apierr.WeightExceedsPermits; fsm imports no gRPC).
+const ReasonWeightExceedsPermits = "WEIGHT_EXCEEDS_PERMITS"
 
 func (e *Error) Error() string { return e.Code.String() + ": " + e.Msg }
 

@@ -11,11 +11,13 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
 )
 
 // LeaderAddressKey is the trailer key that carries the leader's gRPC
-// address on an Unavailable error, when this node knows it.
+// address on an Unavailable error, when this node knows it (for tools such
+// as grpcurl; programs read the ErrorInfo detail, see package apierr).
 const LeaderAddressKey = "grackle-leader-address"
 
 // statusFromFSM maps the FSM's typed errors one-to-one onto gRPC codes.
@@ -38,6 +40,9 @@ func statusFromFSM(e *fsm.Error) error {
 	default:
 		c = codes.Internal
 	}
+	if e.Reason != "" {
+		return apierr.New(c, e.Reason, "", apierr.Leader{}, e.Msg)
+	}
 	return status.Error(c, e.Msg)
 }
 
@@ -53,9 +58,14 @@ func statusFromErr(err error) error {
 	return status.Error(codes.Internal, err.Error())
 }
 
-// unavailable builds the retryable "no leader here" error. It names the
-// leader when known, in the message and in a trailer.
-func (s *Service) unavailable(ctx context.Context, why string) error {
+// unavailable builds a retryable Unavailable error with reason (see
+// package apierr). It names the leader when known: in the ErrorInfo
+// metadata, in the message, and in the LeaderAddressKey trailer.
+func (s *Service) unavailable(ctx context.Context, reason, why string) error {
+	return s.failure(ctx, codes.Unavailable, reason, why)
+}
+
+func (s *Service) failure(ctx context.Context, code codes.Code, reason, why string) error {
 	id, addr := s.leaderInfo()
 	msg := fmt.Sprintf("node %s: %s", s.cfg.NodeID, why)
 	if addr != "" {
@@ -64,26 +74,38 @@ func (s *Service) unavailable(ctx context.Context, why string) error {
 	} else {
 		msg += "; no leader is known right now"
 	}
-	return status.Error(codes.Unavailable, msg)
+	return apierr.New(code, reason, s.cfg.NodeID, apierr.Leader{ID: id, Address: addr}, msg)
 }
 
-// fromRaft maps an error of raft.Apply/VerifyLeader/Barrier.
+// fromRaft maps an error of raft.Apply/VerifyLeader/Barrier (or of the
+// caller's context while one was pending) after the command was handed to
+// raft: unless raft proves it refused the entry, the outcome is unknown.
 func (s *Service) fromRaft(ctx context.Context, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		return s.unavailable(ctx, "not the leader")
-	case errors.Is(err, raft.ErrLeadershipLost):
-		return s.unavailable(ctx, "leadership lost before the write committed (its outcome is unknown)")
-	case errors.Is(err, raft.ErrRaftShutdown):
-		return s.unavailable(ctx, "shutting down")
+		// raft refused the entry before appending it.
+		return s.unavailable(ctx, apierr.NotLeader, "not the leader")
 	case errors.Is(err, raft.ErrEnqueueTimeout):
-		return status.Error(codes.Unavailable, "raft is overloaded: the write was not enqueued in time")
+		return s.unavailable(ctx, apierr.NotSent, "raft is overloaded: the write was not enqueued in time")
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return s.unavailable(ctx, apierr.OutcomeUnknown, "leadership lost before the write committed (its outcome is unknown)")
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return s.unavailable(ctx, apierr.OutcomeUnknown, "shutting down")
 	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
+		return s.failure(ctx, codes.DeadlineExceeded, apierr.OutcomeUnknown, "deadline exceeded")
 	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, "canceled")
+		return s.failure(ctx, codes.Canceled, apierr.OutcomeUnknown, "canceled")
 	}
-	return status.Error(codes.Unavailable, err.Error())
+	return s.unavailable(ctx, apierr.OutcomeUnknown, err.Error())
+}
+
+// notProposed maps the caller's context error when nothing was proposed.
+func (s *Service) notProposed(ctx context.Context, err error) error {
+	code := codes.DeadlineExceeded
+	if errors.Is(err, context.Canceled) {
+		code = codes.Canceled
+	}
+	return s.failure(ctx, code, apierr.NotSent, err.Error())
 }

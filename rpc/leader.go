@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 )
@@ -127,7 +128,7 @@ func (s *Service) stepDown() {
 	s.log.Info("no longer leader; ending waiting calls")
 	ls.cancel()
 	ls.q.failAll(func(w *waiter) error {
-		return s.unavailable(w.ctx, "leadership lost while waiting")
+		return s.unavailable(w.ctx, apierr.OutcomeUnknown, "leadership lost while waiting")
 	})
 }
 

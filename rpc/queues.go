@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
@@ -84,13 +85,13 @@ func (q *queues) enqueue(w *waiter) (queued bool, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.ls.ctx.Err() != nil {
-		return false, q.s.unavailable(w.ctx, "leadership lost")
+		return false, q.s.unavailable(w.ctx, apierr.NotLeader, "leadership lost")
 	}
 	// A retried acquire of the same lease replaces the older call's place
 	// only if that call's grant is not already in flight.
 	for _, o := range q.bySem[w.key] {
 		if o.leaseID == w.leaseID && !o.inFlight {
-			q.finishLocked(o, waitResult{err: status.Error(codes.Aborted, "superseded by a newer AcquireSemaphore with the same lease_id")})
+			q.finishLocked(o, waitResult{err: apierr.New(codes.Aborted, apierr.Superseded, q.s.cfg.NodeID, apierr.Leader{}, "superseded by a newer AcquireSemaphore with the same lease_id")})
 		}
 	}
 	ws := q.bySem[w.key]

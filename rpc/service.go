@@ -15,9 +15,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
@@ -204,22 +207,22 @@ func (s *Service) route(ctx context.Context) (*grpc.ClientConn, *leaderState, er
 		case <-ls.ready:
 			return nil, ls, nil
 		case <-ls.ctx.Done():
-			return nil, nil, s.unavailable(ctx, "leadership lost")
+			return nil, nil, s.unavailable(ctx, apierr.NotLeader, "leadership lost")
 		case <-ctx.Done():
-			return nil, nil, s.unavailable(ctx, "leader not ready yet (barrier pending)")
+			return nil, nil, s.unavailable(ctx, apierr.NotSent, "leader not ready yet (barrier pending)")
 		}
 	}
 	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(forwardedKey)) > 0 {
 		// Never forward twice: the sender thought we lead; let it retry.
-		return nil, nil, s.unavailable(ctx, "not the leader")
+		return nil, nil, s.unavailable(ctx, apierr.NotLeader, "not the leader")
 	}
 	id, addr := s.leaderInfo()
 	if id == "" || addr == "" || id == s.cfg.NodeID {
-		return nil, nil, s.unavailable(ctx, "not the leader")
+		return nil, nil, s.unavailable(ctx, apierr.NotLeader, "not the leader")
 	}
 	conn, err := s.conn(addr)
 	if err != nil {
-		return nil, nil, s.unavailable(ctx, "cannot reach the leader: "+err.Error())
+		return nil, nil, s.unavailable(ctx, apierr.NotSent, "cannot reach the leader: "+err.Error())
 	}
 	return conn, nil, nil
 }
@@ -236,7 +239,7 @@ func (s *Service) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := s.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithUnaryInterceptor(relayMetadata))
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithUnaryInterceptor(s.relay), apierr.DialOptions()[0], apierr.DialOptions()[1])
 	if err != nil {
 		return nil, err
 	}
@@ -244,11 +247,14 @@ func (s *Service) conn(addr string) (*grpc.ClientConn, error) {
 	return c, nil
 }
 
-// relayMetadata hands the leader's response headers and trailers (the Raft
-// index, the leader's address on Unavailable) back through a forwarding
-// follower. ctx derives from the follower's incoming call, so SetHeader and
-// SetTrailer reach the original caller.
-func relayMetadata(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+// relay runs a forwarded call. The leader's response headers and
+// trailers (the Raft index; the leader's address on Unavailable) are handed
+// back to the original caller: ctx derives from this follower's incoming
+// call, so SetHeader and SetTrailer reach it. The leader's errors pass on
+// unchanged (with their ErrorInfo); a failure of the forwarding hop itself
+// gets a reason here: NotSent when the request never reached the leader's
+// connection, OutcomeUnknown when it broke after the request was written.
+func (s *Service) relay(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	var hdr, trl metadata.MD
 	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Header(&hdr), grpc.Trailer(&trl))...)
 	if len(hdr) > 0 {
@@ -256,6 +262,18 @@ func relayMetadata(ctx context.Context, method string, req, reply any, cc *grpc.
 	}
 	if len(trl) > 0 {
 		_ = grpc.SetTrailer(ctx, trl)
+	}
+	if err == nil {
+		return nil
+	}
+	info := apierr.Info(err)
+	switch {
+	case info != nil && info.GetMetadata()[apierr.KeyNode] != "":
+		return err // the leader's own answer
+	case info.GetReason() == apierr.NotSent:
+		return s.unavailable(ctx, apierr.NotSent, "cannot reach the leader: "+status.Convert(err).Message())
+	case status.Code(err) == codes.Unavailable:
+		return s.unavailable(ctx, apierr.OutcomeUnknown, "the connection to the leader failed after the request was sent: "+status.Convert(err).Message())
 	}
 	return err
 }
@@ -265,7 +283,7 @@ func relayMetadata(ctx context.Context, method string, req, reply any, cc *grpc.
 func (s *Service) apply(ctx context.Context, ls *leaderState, cmd *fsmpb.Command) (*fsm.Result, error) {
 	if err := ctx.Err(); err != nil {
 		// Never propose for a caller that is gone (or a term that ended).
-		return nil, s.fromRaft(ctx, err)
+		return nil, s.notProposed(ctx, err)
 	}
 	cmd.Now = s.clock.now()
 	data, err := fsm.Encode(cmd)
@@ -279,7 +297,7 @@ func (s *Service) apply(ctx context.Context, ls *leaderState, cmd *fsmpb.Command
 		}
 	}
 	if timeout <= 0 {
-		return nil, s.fromRaft(ctx, context.DeadlineExceeded)
+		return nil, s.notProposed(ctx, context.DeadlineExceeded)
 	}
 	f := s.raft.Apply(data, timeout)
 	if err := f.Error(); err != nil {
@@ -287,15 +305,15 @@ func (s *Service) apply(ctx context.Context, ls *leaderState, cmd *fsmpb.Command
 	}
 	res, _ := f.Response().(*fsm.Result)
 	if res == nil {
-		return nil, s.unavailable(ctx, "no result from the state machine")
+		return nil, s.unavailable(ctx, apierr.OutcomeUnknown, "no result from the state machine")
 	}
 	if ls != nil {
 		ls.q.observe(res)
 		ls.kickExpiry()
 	}
 	// Like etcd's response header revision: the commit position of the
-	// write, for clients that order events (benchmarks, checkers). Absent
-	// on calls that were forwarded from a follower.
+	// write, for clients that order events (benchmarks, checkers). A
+	// forwarding follower relays it (see relay).
 	_ = grpc.SetHeader(ctx, metadata.Pairs(RaftIndexKey, strconv.FormatUint(res.Index, 10)))
 	return res, nil
 }

@@ -454,7 +454,7 @@ func TestLeaseGone(t *testing.T) {
 	b.acq(1, "s", "A", 1, 10, 12, history.Acquired, 3)
 	b.revoke(1, "s", "A", 20, 0, history.Info)
 	b.acq(11, "s", "A", 1, 30, 31, history.Fail, 0)
-	b.h.Ops[len(b.h.Ops)-1].Error = "NotFound: lease A not found"
+	b.h.Ops[len(b.h.Ops)-1].Error, b.h.Ops[len(b.h.Ops)-1].Code = "NotFound: lease A not found", "NotFound"
 	b.get(2, "s", 40, 41, 0, 0)
 	expect(t, Linearizability(b.h, lt), Valid, "")
 
@@ -462,7 +462,7 @@ func TestLeaseGone(t *testing.T) {
 	b.lease(1, "A", 0, 1, 300)
 	b.acq(1, "s", "A", 1, 10, 12, history.Acquired, 3)
 	nf := b.acq(1, "s", "A", 1, 30, 31, history.Fail, 0)
-	b.h.Ops[len(b.h.Ops)-1].Error = "NotFound: lease A not found"
+	b.h.Ops[len(b.h.Ops)-1].Error, b.h.Ops[len(b.h.Ops)-1].Code = "NotFound: lease A not found", "NotFound"
 	r := Linearizability(b.h, lt)
 	an := expect(t, r, Invalid, "not-linearizable")
 	if !hasOps(an, nf) {

@@ -40,7 +40,13 @@ func (b *hb) lease(p int, lease string, inv, comp float64, ttl int64) int {
 }
 
 func (b *hb) refresh(p int, lease string, inv, comp float64, ttl int64, outcome, err string) int {
-	return b.add(history.Op{Process: p, Kind: history.Refresh, Lease: lease, TTL: ttl, Outcome: outcome, Error: err}, inv, comp)
+	return b.add(history.Op{Process: p, Kind: history.Refresh, Lease: lease, TTL: ttl, Outcome: outcome, Error: err, Code: codeOf(err)}, inv, comp)
+}
+
+// codeOf is the gRPC code name a test error string starts with.
+func codeOf(err string) string {
+	c, _, _ := strings.Cut(err, ":")
+	return c
 }
 
 // acq records an acquire; res is ACQUIRED/UNAVAILABLE/TIMED_OUT, or

@@ -468,7 +468,7 @@ func buildLinOps(h *history.History, prefix string, r *Result) []*linOp {
 		if o.Outcome == history.Fail {
 			switch o.Kind {
 			case history.Acquire, history.Revoke:
-				if o.Lease != "" && isNotFound(o.Error) {
+				if o.Lease != "" && isNotFound(o) {
 					// The lease is gone (no expiry in this workload).
 					r.Stats["lease_not_found"]++
 					if o.Semaphore != "" {

@@ -2,8 +2,9 @@ package check
 
 import (
 	"fmt"
-	"strings"
 	"time"
+
+	"google.golang.org/grpc/codes"
 
 	"github.com/grackle-coord/grackle/jepsen/history"
 )
@@ -101,7 +102,7 @@ func lostWrites(h *history.History, maxAnoms int) Result {
 	// Leases reported missing while certainly alive.
 	for i := range ix.ops {
 		o := &ix.ops[i]
-		if (o.Kind != history.Refresh && o.Kind != KindGetLease) || o.Lease == "" || o.Outcome != history.Fail || !isNotFound(o.Error) {
+		if (o.Kind != history.Refresh && o.Kind != KindGetLease) || o.Lease == "" || o.Outcome != history.Fail || !isNotFound(o) {
 			continue
 		}
 		r.Stats["lease_not_found_answers"]++
@@ -128,9 +129,8 @@ func lostWrites(h *history.History, maxAnoms int) Result {
 	return r
 }
 
-func isNotFound(err string) bool {
-	return strings.Contains(err, "NotFound") || strings.Contains(strings.ToLower(err), "not found")
-}
+// isNotFound: the call was answered with gRPC code NotFound.
+func isNotFound(o *history.Op) bool { return o.Code == codes.NotFound.String() }
 
 // Liveness checks that a fresh client succeeded within bound after the
 // final heal (h.ServedAgainAt - h.HealedAt <= bound). bound <= 0: 30s.

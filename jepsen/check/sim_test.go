@@ -338,14 +338,14 @@ func simulate(seed int64, dur time.Duration, nLinear, nFenced int, earlyExpiry .
 			switch e.fate {
 			case "ok", "info-happened":
 				if !s.apply(o, e.t) {
-					o.Outcome, o.Error = history.Fail, "NotFound: lease not found"
+					o.Outcome, o.Error, o.Code = history.Fail, "NotFound: lease not found", "NotFound"
 				}
 			}
 		case 2: // completion
 			o, p := e.op, e.p
 			switch {
 			case e.fate == "fail":
-				o.Outcome, o.Error = history.Fail, "Unavailable: not the leader"
+				o.Outcome, o.Error, o.Code, o.Reason = history.Fail, "Unavailable: not the leader", "Unavailable", "NOT_LEADER"
 				o.Lease = keepLease(o)
 				o.AcquireOutcome, o.Token, o.Holders, o.ActiveHolds, o.HoldersCount = "", 0, nil, 0, 0
 				o.Complete = e.t

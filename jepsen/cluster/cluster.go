@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/grackle-coord/grackle/apierr"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -282,7 +283,9 @@ func (c *Cluster) Conn(addr string) *grpc.ClientConn {
 	if cc, ok := c.conns[addr]; ok {
 		return cc
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// apierr.DialOptions: a call no connection carried is marked NOT_SENT,
+	// so the recorder can count it a certain failure.
+	cc, err := grpc.NewClient(addr, append(apierr.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		panic(err) // only malformed targets fail here
 	}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -67,7 +68,12 @@ type Op struct {
 	Complete time.Duration `json:"complete"`
 
 	Outcome string `json:"outcome"`
-	Error   string `json:"error,omitempty"` // gRPC code and message for Fail/Info
+	Error   string `json:"error,omitempty"` // gRPC code and message for Fail/Info, for people
+	// Code is the gRPC code name ("NotFound", "Unavailable", ...) and
+	// Reason the google.rpc.ErrorInfo reason (package apierr) of a failed
+	// call; checkers decide on these, never on Error's text.
+	Code   string `json:"code,omitempty"`
+	Reason string `json:"reason,omitempty"`
 
 	// Results, by kind.
 	AcquireOutcome string   `json:"acquire_outcome,omitempty"`
@@ -159,6 +165,10 @@ func Read(r io.Reader) (*History, error) {
 		case h == nil:
 			return nil, fmt.Errorf("history line %d: no header before it", n)
 		case l.Op != nil:
+			if l.Op.Code == "" && l.Op.Error != "" {
+				// Written before ops had a Code: Error starts with it.
+				l.Op.Code, _, _ = strings.Cut(l.Op.Error, ":")
+			}
 			h.Ops = append(h.Ops, *l.Op)
 		case l.Nemesis != nil:
 			h.Nemeses = append(h.Nemeses, *l.Nemesis)

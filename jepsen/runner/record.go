@@ -3,13 +3,13 @@ package runner
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/jepsen/history"
 )
 
@@ -37,6 +37,8 @@ func (r *recorder) end(op *history.Op, err error) {
 	if err != nil {
 		st := status.Convert(err)
 		op.Error = st.Code().String() + ": " + st.Message()
+		op.Code = st.Code().String()
+		op.Reason = apierr.ReasonOf(err)
 	}
 	if op.Outcome != history.Info {
 		op.Complete = now
@@ -49,7 +51,8 @@ func (r *recorder) end(op *history.Op, err error) {
 }
 
 // classify decides whether a failed call certainly did not happen (Fail)
-// or might have (Info). Reads change nothing, so a failed read is Fail.
+// or might have (Info), from the gRPC code and the apierr reason. Reads
+// change nothing, so a failed read is Fail.
 func classify(kind string, err error) string {
 	if err == nil {
 		return history.OK
@@ -61,26 +64,16 @@ func classify(kind string, err error) string {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return history.Info
 	}
-	st := status.Convert(err)
-	switch st.Code() {
+	switch status.Code(err) {
 	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.FailedPrecondition,
 		codes.ResourceExhausted, codes.Aborted:
 		return history.Fail
 	case codes.Unavailable:
-		// Every Unavailable message also says whether a leader is known,
-		// so first rule out the ones whose outcome is unknown.
-		for _, m := range []string{"outcome is unknown", "leadership lost", "shutting down"} {
-			if strings.Contains(st.Message(), m) {
-				return history.Info
-			}
-		}
-		// Only these messages prove the call never reached the log.
-		// A connection that never carried the request proves it too.
-		for _, m := range []string{"not the leader", "no leader is known", "leader not ready", "cannot reach the leader", "raft is overloaded",
-			"Error while dialing", "error reading server preface"} {
-			if strings.Contains(st.Message(), m) {
-				return history.Fail
-			}
+		// Only a reason proves the call never reached the log: the node's
+		// (not the leader, not ready, could not forward, not enqueued) or
+		// the connection's own (no transport ever carried the request).
+		if apierr.ProvesNotSent(err) {
+			return history.Fail
 		}
 	}
 	return history.Info

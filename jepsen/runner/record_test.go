@@ -7,24 +7,30 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/jepsen/history"
 )
 
-// A call is a certain failure only when its error proves nothing was
-// written; every message that leaves the outcome open is indeterminate,
-// even when it also says no leader is known.
+// A call is a certain failure only when its error's reason proves nothing
+// was written; every other Unavailable is indeterminate, whatever its
+// message says.
 func TestClassify(t *testing.T) {
+	unavail := func(reason, msg string) error {
+		return apierr.New(codes.Unavailable, reason, "n1", apierr.Leader{}, msg)
+	}
 	cases := []struct {
 		kind string
 		err  error
 		want string
 	}{
 		{history.Acquire, nil, history.OK},
-		{history.Revoke, status.Error(codes.Unavailable, "node n1: leadership lost before the write committed (its outcome is unknown); no leader is known right now"), history.Info},
-		{history.Acquire, status.Error(codes.Unavailable, "node n1: leadership lost while waiting; no leader is known right now"), history.Info},
-		{history.Release, status.Error(codes.Unavailable, "node n2: shutting down; the leader is n1 at x"), history.Info},
-		{history.Release, status.Error(codes.Unavailable, "node n2: not the leader; no leader is known right now"), history.Fail},
-		{history.Release, status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp: connect: connection refused"`), history.Fail},
+		{history.Revoke, unavail(apierr.OutcomeUnknown, "node n1: leadership lost before the write committed (its outcome is unknown); no leader is known right now"), history.Info},
+		{history.Acquire, unavail(apierr.OutcomeUnknown, "node n1: leadership lost while waiting; no leader is known right now"), history.Info},
+		{history.Release, unavail(apierr.OutcomeUnknown, "node n2: shutting down; the leader is n1 at x"), history.Info},
+		{history.Release, unavail(apierr.NotLeader, "node n2: not the leader; no leader is known right now"), history.Fail},
+		{history.Release, apierr.Annotate(status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp: connect: connection refused"`), apierr.NotSent, "", apierr.Leader{}), history.Fail},
+		// Message text proves nothing: no reason, no certainty.
+		{history.Release, status.Error(codes.Unavailable, "node n2: not the leader"), history.Info},
 		{history.Release, status.Error(codes.Unavailable, "error reading from server: connection reset by peer"), history.Info},
 		{history.Acquire, status.Error(codes.DeadlineExceeded, "context deadline exceeded"), history.Info},
 		{history.Acquire, context.DeadlineExceeded, history.Info},

@@ -1,0 +1,153 @@
+// Package apierr is Grackle's error contract. Every error whose meaning
+// matters for a retry decision carries a google.rpc.ErrorInfo detail with
+// a Reason below, in Domain, and (when the answering node knows them) the
+// leader's id and gRPC address in its metadata. Clients, the CLI and the
+// fault-injection suite decide on the gRPC code and the reason, never on
+// message text: messages are for people and may change.
+package apierr
+
+import (
+	"errors"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Domain is the ErrorInfo domain of every Grackle reason.
+const Domain = "grackle.v1"
+
+// Reasons. NotLeader and NotSent prove the request never reached the Raft
+// log, so even a non-idempotent write may be retried; OutcomeUnknown says
+// it may have been applied (or may still be).
+const (
+	// NotLeader: the node asked does not lead (or stopped leading before
+	// it proposed anything) and did not forward; nothing was written. The
+	// metadata names the leader when known. Code Unavailable.
+	NotLeader = "NOT_LEADER"
+	// NotSent: the request never reached the Raft log for another reason:
+	// the leader was not ready (its post-election barrier was pending), a
+	// forwarding follower could not reach the leader, raft refused to
+	// enqueue it in time, the caller's context ended before the proposal,
+	// or the connection never carried it. Code Unavailable (or
+	// DeadlineExceeded/Canceled when the caller's context ended).
+	NotSent = "NOT_SENT"
+	// OutcomeUnknown: the request was proposed (or may have been) and its
+	// result is unknown: leadership was lost before it committed, the node
+	// shut down, the apply deadline passed, a waiting acquire's leader
+	// stepped down, or a connection broke after the request was written.
+	// Code Unavailable or DeadlineExceeded.
+	OutcomeUnknown = "OUTCOME_UNKNOWN"
+	// WeightExceedsPermits: an acquire's weight is larger than the
+	// semaphore's permits, so it can never be granted. Code
+	// InvalidArgument.
+	WeightExceedsPermits = "WEIGHT_EXCEEDS_PERMITS"
+	// Superseded: a waiting acquire was replaced by a newer acquire of the
+	// same lease on the same semaphore. Code Aborted.
+	Superseded = "SUPERSEDED"
+)
+
+// Metadata keys of the ErrorInfo detail.
+const (
+	KeyLeaderID      = "leader_id"
+	KeyLeaderAddress = "leader_address"
+	KeyNode          = "node_id" // the node that produced the error
+)
+
+// Leader names the leader as the answering node knew it; empty fields
+// mean unknown.
+type Leader struct {
+	ID      string
+	Address string
+}
+
+// New builds a status error with code, message and an ErrorInfo carrying
+// reason, the answering node's id and the leader (empty fields omitted).
+func New(code codes.Code, reason, node string, leader Leader, msg string) error {
+	return WithReason(status.New(code, msg), reason, node, leader).Err()
+}
+
+// WithReason returns st with an ErrorInfo detail added (st itself is not
+// changed). An st that already has one is returned as it is.
+func WithReason(st *status.Status, reason, node string, leader Leader) *status.Status {
+	if info(st) != nil {
+		return st
+	}
+	md := map[string]string{}
+	if node != "" {
+		md[KeyNode] = node
+	}
+	if leader.ID != "" {
+		md[KeyLeaderID] = leader.ID
+	}
+	if leader.Address != "" {
+		md[KeyLeaderAddress] = leader.Address
+	}
+	ei := &errdetails.ErrorInfo{Reason: reason, Domain: Domain}
+	if len(md) > 0 {
+		ei.Metadata = md
+	}
+	out, err := st.WithDetails(ei)
+	if err != nil {
+		// Only a nil or OK status fails here; keep the status as it is.
+		return st
+	}
+	return out
+}
+
+// Annotate adds reason to err's status (code and message unchanged) when
+// it has none. A non-status error is converted with status.Convert.
+func Annotate(err error, reason, node string, leader Leader) error {
+	if err == nil {
+		return nil
+	}
+	return WithReason(status.Convert(err), reason, node, leader).Err()
+}
+
+func info(st *status.Status) *errdetails.ErrorInfo {
+	if st == nil {
+		return nil
+	}
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == Domain {
+			return ei
+		}
+	}
+	return nil
+}
+
+// Info returns err's Grackle ErrorInfo, or nil.
+func Info(err error) *errdetails.ErrorInfo {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		var se interface{ GRPCStatus() *status.Status }
+		if !errors.As(err, &se) {
+			return nil
+		}
+		st = se.GRPCStatus()
+	}
+	return info(st)
+}
+
+// ReasonOf returns err's reason ("" when it has none).
+func ReasonOf(err error) string { return Info(err).GetReason() }
+
+// LeaderOf returns the leader named by err's ErrorInfo (empty if none).
+func LeaderOf(err error) Leader {
+	md := Info(err).GetMetadata()
+	return Leader{ID: md[KeyLeaderID], Address: md[KeyLeaderAddress]}
+}
+
+// ProvesNotSent reports whether err proves the request never reached the
+// Raft log (reason NotLeader or NotSent), so that retrying even a
+// non-idempotent write cannot apply it twice.
+func ProvesNotSent(err error) bool {
+	switch ReasonOf(err) {
+	case NotLeader, NotSent:
+		return true
+	}
+	return false
+}
