@@ -126,7 +126,7 @@ func (s *Service) DeleteNamespace(ctx context.Context, r *pb.DeleteNamespaceRequ
 	if res == nil || err != nil {
 		return out, err
 	}
-	return &pb.DeleteNamespaceResponse{}, nil
+	return &pb.DeleteNamespaceResponse{Existed: res.RemovedNamespace != ""}, nil
 }
 
 // ---- semaphores ----
@@ -226,7 +226,7 @@ func (s *Service) DeleteSemaphore(ctx context.Context, r *pb.DeleteSemaphoreRequ
 	if res == nil || err != nil {
 		return out, err
 	}
-	return &pb.DeleteSemaphoreResponse{}, nil
+	return &pb.DeleteSemaphoreResponse{Existed: len(res.RemovedSemaphores) > 0}, nil
 }
 
 func (s *Service) ListSemaphoreHolders(ctx context.Context, r *pb.ListSemaphoreHoldersRequest) (out *pb.ListSemaphoreHoldersResponse, err error) {
@@ -387,7 +387,8 @@ func (s *Service) ReleaseSemaphore(ctx context.Context, r *pb.ReleaseSemaphoreRe
 	if res.Err != nil {
 		return nil, statusFromFSM(res.Err)
 	}
-	return &pb.ReleaseSemaphoreResponse{Semaphore: res.Semaphore}, nil
+	// Freed names the semaphore exactly when a hold was dropped.
+	return &pb.ReleaseSemaphoreResponse{Semaphore: res.Semaphore, Released: len(res.Freed) > 0}, nil
 }
 
 // ---- leases ----

@@ -905,7 +905,9 @@ func (x *DeleteNamespaceRequest) GetNamespaceName() string {
 }
 
 type DeleteNamespaceResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the namespace existed (false: the call changed nothing).
+	Existed       bool `protobuf:"varint,1,opt,name=existed,proto3" json:"existed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -938,6 +940,13 @@ func (x *DeleteNamespaceResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DeleteNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceResponse) Descriptor() ([]byte, []int) {
 	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DeleteNamespaceResponse) GetExisted() bool {
+	if x != nil {
+		return x.Existed
+	}
+	return false
 }
 
 type CreateSemaphoreRequest struct {
@@ -1457,7 +1466,9 @@ func (x *DeleteSemaphoreRequest) GetSemaphoreName() string {
 }
 
 type DeleteSemaphoreResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the semaphore existed (false: the call changed nothing).
+	Existed       bool `protobuf:"varint,1,opt,name=existed,proto3" json:"existed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1490,6 +1501,13 @@ func (x *DeleteSemaphoreResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DeleteSemaphoreResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSemaphoreResponse) Descriptor() ([]byte, []int) {
 	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DeleteSemaphoreResponse) GetExisted() bool {
+	if x != nil {
+		return x.Existed
+	}
+	return false
 }
 
 type AcquireSemaphoreRequest struct {
@@ -1697,8 +1715,10 @@ func (x *ReleaseSemaphoreRequest) GetLeaseId() string {
 }
 
 type ReleaseSemaphoreResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Semaphore     *Semaphore             `protobuf:"bytes,1,opt,name=semaphore,proto3" json:"semaphore,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Semaphore *Semaphore             `protobuf:"bytes,1,opt,name=semaphore,proto3" json:"semaphore,omitempty"`
+	// Whether the lease held the semaphore (false: nothing was released).
+	Released      bool `protobuf:"varint,2,opt,name=released,proto3" json:"released,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1738,6 +1758,13 @@ func (x *ReleaseSemaphoreResponse) GetSemaphore() *Semaphore {
 		return x.Semaphore
 	}
 	return nil
+}
+
+func (x *ReleaseSemaphoreResponse) GetReleased() bool {
+	if x != nil {
+		return x.Released
+	}
+	return false
 }
 
 type ListSemaphoreHoldersRequest struct {
@@ -3357,8 +3384,9 @@ const file_grackle_v1_grackle_proto_rawDesc = "" +
 	"\x17UpdateNamespaceResponse\x123\n" +
 	"\tnamespace\x18\x01 \x01(\v2\x15.grackle.v1.NamespaceR\tnamespace\"?\n" +
 	"\x16DeleteNamespaceRequest\x12%\n" +
-	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\"\x19\n" +
-	"\x17DeleteNamespaceResponse\"\xad\x02\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\"3\n" +
+	"\x17DeleteNamespaceResponse\x12\x18\n" +
+	"\aexisted\x18\x01 \x01(\bR\aexisted\"\xad\x02\n" +
 	"\x16CreateSemaphoreRequest\x12%\n" +
 	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12%\n" +
 	"\x0esemaphore_name\x18\x02 \x01(\tR\rsemaphoreName\x12 \n" +
@@ -3399,8 +3427,9 @@ const file_grackle_v1_grackle_proto_rawDesc = "" +
 	"\tsemaphore\x18\x01 \x01(\v2\x15.grackle.v1.SemaphoreR\tsemaphore\"f\n" +
 	"\x16DeleteSemaphoreRequest\x12%\n" +
 	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12%\n" +
-	"\x0esemaphore_name\x18\x02 \x01(\tR\rsemaphoreName\"\x19\n" +
-	"\x17DeleteSemaphoreResponse\"\xcf\x02\n" +
+	"\x0esemaphore_name\x18\x02 \x01(\tR\rsemaphoreName\"3\n" +
+	"\x17DeleteSemaphoreResponse\x12\x18\n" +
+	"\aexisted\x18\x01 \x01(\bR\aexisted\"\xcf\x02\n" +
 	"\x17AcquireSemaphoreRequest\x12%\n" +
 	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12%\n" +
 	"\x0esemaphore_name\x18\x02 \x01(\tR\rsemaphoreName\x12\x19\n" +
@@ -3418,9 +3447,10 @@ const file_grackle_v1_grackle_proto_rawDesc = "" +
 	"\x17ReleaseSemaphoreRequest\x12%\n" +
 	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12%\n" +
 	"\x0esemaphore_name\x18\x02 \x01(\tR\rsemaphoreName\x12\x19\n" +
-	"\blease_id\x18\x03 \x01(\tR\aleaseId\"O\n" +
+	"\blease_id\x18\x03 \x01(\tR\aleaseId\"k\n" +
 	"\x18ReleaseSemaphoreResponse\x123\n" +
-	"\tsemaphore\x18\x01 \x01(\v2\x15.grackle.v1.SemaphoreR\tsemaphore\"\xac\x01\n" +
+	"\tsemaphore\x18\x01 \x01(\v2\x15.grackle.v1.SemaphoreR\tsemaphore\x12\x1a\n" +
+	"\breleased\x18\x02 \x01(\bR\breleased\"\xac\x01\n" +
 	"\x1bListSemaphoreHoldersRequest\x12%\n" +
 	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12%\n" +
 	"\x0esemaphore_name\x18\x02 \x01(\tR\rsemaphoreName\x12\x14\n" +
