@@ -86,6 +86,8 @@ func New(cfg Config) (*Node, error) {
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.Logger = cfg.Logger.Named("raft")
 	rc.BatchApplyCh = true
+	// Raft's per-peer metric names duplicate its peer_id-labelled ones.
+	rc.NoLegacyTelemetry = true
 	rc.MaxAppendEntries = 256
 	setDur(&rc.HeartbeatTimeout, cfg.HeartbeatTimeout)
 	setDur(&rc.ElectionTimeout, cfg.ElectionTimeout)

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/grackle-coord/grackle/fsm"
+	"github.com/grackle-coord/grackle/metrics"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/raftnode"
 	"github.com/grackle-coord/grackle/rpc"
@@ -26,16 +27,19 @@ import (
 
 // Server is one running node.
 type Server struct {
-	cfg    Config
-	log    hclog.Logger
-	FSM    *fsm.FSM
-	Node   *raftnode.Node
-	API    *rpc.Service
-	grpc   *grpc.Server
-	health *health.Server
-	lis    net.Listener
-	http   *http.Server
-	done   chan struct{}
+	cfg  Config
+	log  hclog.Logger
+	FSM  *fsm.FSM
+	Node *raftnode.Node
+	API  *rpc.Service
+	// Metrics is the node's Prometheus registry and instruments.
+	Metrics *metrics.Metrics
+	grpc    *grpc.Server
+	health  *health.Server
+	lis     net.Listener
+	http    *http.Server
+	httpLn  net.Listener
+	done    chan struct{}
 }
 
 // fill applies DefaultConfig's value to every zero field.
@@ -121,12 +125,13 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		return nil, err
 	}
 	f := fsm.New(fsm.Options{TempDir: tmp})
+	met := metrics.New()
 	node, err := raftnode.New(raftnode.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, BindAddr: cfg.RaftAddr, AdvertiseAddr: cfg.AdvertiseRaft,
 		InitialMembers: peers, Bootstrap: cfg.Join == "",
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
 		CommitTimeout: cfg.CommitTimeout, SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
-		TrailingLogs: cfg.TrailingLogs, FSM: f, Logger: log,
+		TrailingLogs: cfg.TrailingLogs, FSM: met.ObserveFSM(f), Logger: log,
 	})
 	if err != nil {
 		lis.Close()
@@ -138,14 +143,24 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		LeaseGrace: cfg.ElectionTimeout * 2,
 	}, node.Raft, f, log.Named("rpc"))
 
-	gs := grpc.NewServer()
+	if err := met.RegisterRaft(node.Raft); err == nil {
+		err = met.RegisterState(f, cfg.DataDir)
+	}
+	if err != nil {
+		node.Close()
+		lis.Close()
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(met.UnaryInterceptor()), grpc.ChainStreamInterceptor(met.StreamInterceptor()))
 	pb.RegisterGrackleServiceServer(gs, api)
 	pb.RegisterClusterServiceServer(gs, api)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
+	met.InitializeRPCs(gs)
 
-	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, grpc: gs, health: hs, lis: lis, done: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, Metrics: met, grpc: gs, health: hs, lis: lis, done: make(chan struct{})}
 	api.Start(node.LeaderNotify)
 	go func() {
 		if err := gs.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -169,6 +184,14 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 
 // GRPCAddr is the bound gRPC address.
 func (s *Server) GRPCAddr() string { return s.lis.Addr().String() }
+
+// HTTPAddr is the bound HTTP address ("" when HTTP is off).
+func (s *Server) HTTPAddr() string {
+	if s.httpLn == nil {
+		return ""
+	}
+	return s.httpLn.Addr().String()
+}
 
 // RaftAddr is the bound Raft address.
 func (s *Server) RaftAddr() string { return string(s.Node.Addr) }
@@ -202,6 +225,7 @@ func (s *Server) startHTTP() error {
 		return fmt.Errorf("HTTP listen on %s: %w", s.cfg.HTTPAddr, err)
 	}
 	mux := http.NewServeMux()
+	mux.Handle("/metrics", s.Metrics.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if addr, _ := s.Node.Raft.LeaderWithID(); addr == "" {
 			http.Error(w, "no leader", http.StatusServiceUnavailable)
@@ -216,6 +240,7 @@ func (s *Server) startHTTP() error {
 		c := s.FSM.Counts()
 		fmt.Fprintf(w, "namespaces %d\nsemaphores %d\nleases %d\nholders %d\n", c.Namespaces, c.Semaphores, c.Leases, c.Holders)
 	})
+	s.httpLn = lis
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go s.http.Serve(lis)
 	return nil

@@ -1,0 +1,52 @@
+package metrics
+
+import (
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/grackle-coord/grackle/fsm"
+)
+
+// RegisterState adds gauges read from the state machine at scrape time
+// (namespaces, semaphores, leases, holders, held permits: the same on
+// every node once applied) and the free and total bytes of the file
+// system holding dataDir.
+func (m *Metrics) RegisterState(f *fsm.FSM, dataDir string) error {
+	return m.Registry.Register(&stateCollector{f: f, dir: dataDir,
+		ns:     prometheus.NewDesc(Namespace+"_namespaces", "Namespaces in the state machine.", nil, nil),
+		sems:   prometheus.NewDesc(Namespace+"_semaphores", "Semaphores in the state machine.", nil, nil),
+		leases: prometheus.NewDesc(Namespace+"_leases", "Leases in the state machine (expired ones until reaped).", nil, nil),
+		hold:   prometheus.NewDesc(Namespace+"_holders", "Holds in the state machine.", nil, nil),
+		perm:   prometheus.NewDesc(Namespace+"_held_permits", "Permits held, summed over every semaphore.", nil, nil),
+		free:   prometheus.NewDesc(Namespace+"_data_dir_free_bytes", "Bytes available to Grackle on the data dir's file system.", nil, nil),
+		size:   prometheus.NewDesc(Namespace+"_data_dir_size_bytes", "Size of the data dir's file system.", nil, nil),
+	})
+}
+
+type stateCollector struct {
+	f                                        *fsm.FSM
+	dir                                      string
+	ns, sems, leases, hold, perm, free, size *prometheus.Desc
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.ns, c.sems, c.leases, c.hold, c.perm, c.free, c.size} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.f.Counts()
+	g := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+	g(c.ns, float64(n.Namespaces))
+	g(c.sems, float64(n.Semaphores))
+	g(c.leases, float64(n.Leases))
+	g(c.hold, float64(n.Holders))
+	g(c.perm, float64(c.f.HeldPermits()))
+	var st syscall.Statfs_t
+	if c.dir != "" && syscall.Statfs(c.dir, &st) == nil {
+		g(c.free, float64(st.Bavail)*float64(st.Bsize))
+		g(c.size, float64(st.Blocks)*float64(st.Bsize))
+	}
+}
