@@ -102,7 +102,12 @@ func must[T any](v T, err error) T {
 // and queued), one expiry per lapsed lease, the RPC counters by method and
 // code, the state gauges, and Raft's.
 func TestSeriesMoveUnderWorkload(t *testing.T) {
-	c := servertest.Start(t, 3, func(cfg *server.Config) { cfg.HTTPAddr = "127.0.0.1:0" })
+	// Exact counts need no election mid-way: timeouts generous for a
+	// shared, loaded machine.
+	c := servertest.Start(t, 3, func(cfg *server.Config) {
+		cfg.HTTPAddr = "127.0.0.1:0"
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 2*time.Second, 2*time.Second, time.Second
+	})
 	li := c.WaitLeader()
 	addr := func(i int) string { return c.Nodes[i].HTTPAddr() }
 	before := get(t, addr(li))
@@ -207,12 +212,22 @@ func TestSeriesMoveUnderWorkload(t *testing.T) {
 	}
 
 	// Raft: one leader, the others followers, indexes and counters moving.
-	leaders := 0
+	// (Eventually: on a loaded machine an election may be under way.)
+	servertest.Eventually(t, "one leader, known to every node", 20*time.Second, func() bool {
+		leaders, known := 0, 0
+		for i := range c.Nodes {
+			s := get(t, addr(i))
+			v, _ := s.value("grackle_raft_state", "state", "leader")
+			leaders += int(v)
+			k, _ := s.value("grackle_raft_leader_known")
+			known += int(k)
+		}
+		return leaders == 1 && known == 3
+	})
 	for i := range c.Nodes {
 		s := get(t, addr(i))
-		leaders += int(s.v(t, "grackle_raft_state", "state", "leader"))
 		if s.v(t, "grackle_raft_term") < 1 || s.v(t, "grackle_raft_commit_index") <= before.v(t, "grackle_raft_commit_index") ||
-			s.v(t, "grackle_raft_applied_index") < 1 || s.v(t, "grackle_raft_voters") != 3 || s.v(t, "grackle_raft_leader_known") != 1 {
+			s.v(t, "grackle_raft_applied_index") < 1 || s.v(t, "grackle_raft_voters") != 3 {
 			t.Errorf("node %d raft gauges: term %v commit %v applied %v voters %v", i, s.v(t, "grackle_raft_term"),
 				s.v(t, "grackle_raft_commit_index"), s.v(t, "grackle_raft_applied_index"), s.v(t, "grackle_raft_voters"))
 		}
@@ -223,9 +238,7 @@ func TestSeriesMoveUnderWorkload(t *testing.T) {
 			t.Errorf("node %d: no free bytes", i)
 		}
 	}
-	if leaders != 1 {
-		t.Errorf("%d nodes report being leader", leaders)
-	}
+	li = c.WaitLeader()
 	// Bridged from raft's go-metrics telemetry: commit and apply latency,
 	// FSM batch size (summaries; counts grow with the workload).
 	for _, name := range []string{"grackle_raft_commitTime", "grackle_raft_fsm_applyBatch", "grackle_raft_fsm_applyBatchNum"} {
