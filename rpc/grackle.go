@@ -303,7 +303,7 @@ func (s *Service) AcquireSemaphore(ctx context.Context, r *pb.AcquireSemaphoreRe
 		q.finishLocked(w, waitResult{sem: res.Semaphore})
 		q.pumpLocked(map[fsm.SemKey]bool{key: true})
 	default:
-		w.registered = true
+		w.registered, w.mustWait = true, true
 		q.pumpLocked(map[fsm.SemKey]bool{key: true})
 	}
 	q.mu.Unlock()

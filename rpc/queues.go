@@ -34,6 +34,11 @@ type waiter struct {
 	weight  int64
 	md      map[string]string
 
+	// mustWait: the leader decided this call waits (it arrived behind
+	// another waiter, or its own Acquire applied without a grant). Only
+	// such waiters put a newer acquire behind them; an acquire merely in
+	// flight does not.
+	mustWait   bool
 	registered bool  // its own Acquire command has applied: it may be granted
 	inFlight   bool  // a command that may grant it is in Raft
 	delta      int64 // permits its in-flight grant would take
@@ -79,8 +84,9 @@ func (q *queues) removeLocked(w *waiter) {
 	}
 }
 
-// enqueue appends a new waiter. It reports whether earlier waiters were
-// queued (then the call must wait its turn even if it would fit).
+// enqueue appends a new waiter. It reports whether a waiter the leader
+// decided must wait is ahead of it (then the call waits its turn even if
+// it would fit; a non-blocking one ends UNAVAILABLE).
 func (q *queues) enqueue(w *waiter) (queued bool, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -98,7 +104,10 @@ func (q *queues) enqueue(w *waiter) (queued bool, err error) {
 	if len(ws) >= q.s.cfg.MaxWaiters {
 		return false, status.Errorf(codes.ResourceExhausted, "waiters: limit of %d queued waiters per semaphore reached on %q", q.s.cfg.MaxWaiters, w.key.Semaphore)
 	}
-	queued = len(ws) > 0
+	for _, o := range ws {
+		queued = queued || o.mustWait
+	}
+	w.mustWait = queued
 	w.inFlight = !queued // its own Acquire may grant it
 	q.bySem[w.key] = append(ws, w)
 	return queued, nil
@@ -275,7 +284,9 @@ func (q *queues) failAll(errFor func(*waiter) error) {
 }
 
 // QueueLen is the number of calls waiting on a semaphore on this node (0
-// unless it leads). Tests use it to wait for a known queue order.
+// unless it leads): those the leader decided must wait, not acquires whose
+// own command is still in flight. Tests use it to wait for a known queue
+// order.
 func (s *Service) QueueLen(ns, sem string) int {
 	ls := s.leader.Load()
 	if ls == nil {
@@ -283,5 +294,11 @@ func (s *Service) QueueLen(ns, sem string) int {
 	}
 	ls.q.mu.Lock()
 	defer ls.q.mu.Unlock()
-	return len(ls.q.bySem[fsm.SemKey{Namespace: ns, Semaphore: sem}])
+	n := 0
+	for _, w := range ls.q.bySem[fsm.SemKey{Namespace: ns, Semaphore: sem}] {
+		if w.mustWait {
+			n++
+		}
+	}
+	return n
 }
