@@ -9,7 +9,6 @@ tool (
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
-	github.com/google/btree v1.1.3
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.1
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/go-metrics v0.5.4

@@ -210,8 +210,8 @@ func (s *state) checkLeases(leaseCount map[string]int64, holds *int) error {
 	if err != nil {
 		return err
 	}
-	if len(s.leaseIdx) != s.leases.Len() {
-		return fmt.Errorf("lease index has %d entries for %d leases", len(s.leaseIdx), s.leases.Len())
+	if s.leaseIdx.len() != s.leases.Len() {
+		return fmt.Errorf("lease index has %d entries for %d leases", s.leaseIdx.len(), s.leases.Len())
 	}
 	// Each index entry must point at a registered lease (and the expiry
 	// entry at its expires_at): entries are then distinct leases, and equal

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/btree"
+	"github.com/grackle-coord/grackle/internal/btree"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 

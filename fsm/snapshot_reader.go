@@ -216,11 +216,10 @@ func loadState(tx *bolt.Tx, st *state) error {
 		return err
 	}
 
-	// Leases, in (ns, id) order: the idents and the lookup index here, the
-	// trees (by buildLeaseTrees) from procs, which also carries an inline
+	// Leases, in (ns, id) order: the idents here, then the lookup index and
+	// the trees (by buildLeaseTrees) from procs, which also carries an inline
 	// prefix of the process id for sorting the process index.
 	nLeases := recordsBound(tx, bucketLeases)
-	st.leaseIdx = make(map[nsLeaseKey]*leaseIdent, nLeases)
 	procs := make([]procSortKey, 0, nLeases)
 	var prev *leaseIdent
 	var scratch []byte
@@ -244,7 +243,6 @@ func loadState(tx *bolt.Tx, st *state) error {
 		s := string(scratch)
 		li := &leaseIdent{ns: ns.name, id: s[:len(id)], proc: s[len(id):], liveTTL: ttl, liveCreated: created, liveExp: exp}
 		ns.leaseCount++
-		st.leaseIdx[nsLeaseKey{li.ns, li.id}] = li
 		p0, p1 := prefix128(li.proc)
 		procs = append(procs, procSortKey{p0: p0, p1: p1, li: li})
 		prev = li
@@ -252,21 +250,33 @@ func loadState(tx *bolt.Tx, st *state) error {
 	}); err != nil {
 		return err
 	}
+	// The lookup index, one map per namespace, each sized exactly (procs
+	// is grouped by namespace).
+	for i := 0; i < len(procs); {
+		j := i + 1
+		for j < len(procs) && procs[j].li.ns == procs[i].li.ns {
+			j++
+		}
+		for _, p := range procs[i:j] {
+			st.leaseIdx.put(p.li, j-i)
+		}
+		i = j
+	}
 	// The lease trees are built on another core while the holders are read
 	// below. That goroutine reads only the idents' immutable fields and
 	// live record mirror; the holders loop writes only their holds.
+	var leaseErr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		buildLeaseTrees(st, procs)
+		leaseErr = buildLeaseTrees(st, procs)
 	}()
 	defer func() { <-done }()
 
 	// Holders, in (ns, sem, seq) order: a merge walk over the semaphores
 	// (also in (ns, name) order) finds each holder's semaphore.
 	si := 0
-	var last *holderRec
-	var lastH holderRec
+	holders := make([]holderRec, 0, recordsBound(tx, bucketHolders))
 	if err := eachRecord(tx, bucketHolders, func(rec []byte) error {
 		d := dec{b: rec}
 		nsName, semName, seq, leaseID := d.bytes(), d.bytes(), d.uvarint(), d.bytes()
@@ -281,29 +291,41 @@ func loadState(tx *bolt.Tx, st *state) error {
 			return fmt.Errorf("holder %d of missing semaphore %q/%q (or out of order)", seq, nsName, semName)
 		}
 		sem := &sems[si]
-		if last != nil && last.ns == sem.ns && last.sem == sem.name && last.seq >= seq {
+		if n := len(holders); n > 0 && holders[n-1].ns == sem.ns && holders[n-1].sem == sem.name && holders[n-1].seq >= seq {
 			return fmt.Errorf("holder %d of %q/%q out of order", seq, sem.ns, sem.name)
 		}
-		li := st.leaseIdx[nsLeaseKey{sem.ns, string(leaseID)}]
+		li := st.leaseIdx.get(sem.ns, string(leaseID))
 		if li == nil {
 			return fmt.Errorf("holder of missing lease %q", leaseID)
 		}
 		sem.holds += weight
 		sem.holders++
-		lastH = holderRec{ns: sem.ns, sem: sem.name, seq: seq, leaseID: li.id, weight: weight, lockedAt: lockedAt, token: token, md: md}
-		last = &lastH
-		st.addHolder(lastH, li)
+		h := holderRec{ns: sem.ns, sem: sem.name, seq: seq, leaseID: li.id, weight: weight, lockedAt: lockedAt, token: token, md: md}
+		holders = append(holders, h)
+		li.setHold(leaseHold{sem: h.sem, seq: h.seq, weight: h.weight, lockedAt: h.lockedAt})
 		return nil
 	}); err != nil {
 		return err
 	}
-	for _, n := range nss {
-		st.namespaces.ReplaceOrInsert(n)
+	// The tables are built bottom-up from their records, which are in
+	// order (checked above, and again by BuildFromSorted).
+	if err := st.holders.BuildFromSorted(holders); err != nil {
+		return fmt.Errorf("holders: %w", err)
+	}
+	holders = nil
+	if err := st.namespaces.BuildFromSorted(nss); err != nil {
+		return fmt.Errorf("namespaces: %w", err)
+	}
+	if err := st.semaphores.BuildFromSorted(sems); err != nil {
+		return fmt.Errorf("semaphores: %w", err)
 	}
 	st.semIdx = make(map[SemKey]semRec, len(sems))
 	for _, x := range sems {
 		st.semIdx[SemKey{x.ns, x.name}] = x
-		st.semaphores.ReplaceOrInsert(x)
+	}
+	<-done
+	if leaseErr != nil {
+		return leaseErr
 	}
 	var lastM string
 	return eachRecord(tx, bucketMembers, func(rec []byte) error {
@@ -321,16 +343,33 @@ func loadState(tx *bolt.Tx, st *state) error {
 	})
 }
 
-// buildLeaseTrees fills the leases, expiry and process trees from procs
-// (in lease order, grouped by namespace), which it sorts: inserting the
-// process index in order is much cheaper than at random, and the prefix
-// keeps most comparisons from touching other memory.
-func buildLeaseTrees(st *state, procs []procSortKey) {
-	for _, p := range procs {
+// buildLeaseTrees builds the leases, expiry and process trees bottom-up
+// from procs (in lease order, grouped by namespace), which it sorts for
+// the process index; the prefix keeps most comparisons from touching other
+// memory.
+func buildLeaseTrees(st *state, procs []procSortKey) error {
+	leases := make([]leaseRec, len(procs))
+	for i, p := range procs {
 		li := p.li
-		st.leases.ReplaceOrInsert(leaseRec{leaseIdent: li, ttl: li.liveTTL, createdAt: li.liveCreated, expiresAt: li.liveExp})
-		st.expiry.ReplaceOrInsert(expiryKey{at: li.liveExp, leaseIdent: li})
+		leases[i] = leaseRec{leaseIdent: li, ttl: li.liveTTL, createdAt: li.liveCreated, expiresAt: li.liveExp}
 	}
+	if err := st.leases.BuildFromSorted(leases); err != nil {
+		return fmt.Errorf("leases: %w", err)
+	}
+	leases = nil
+	// The expiry index is ordered by (expires_at, ns, id): a stable sort
+	// by expires_at of the leases in (ns, id) order.
+	exp := make([]expiryKey, len(procs))
+	for i, p := range procs {
+		exp[i] = expiryKey{at: p.li.liveExp, leaseIdent: p.li}
+	}
+	if !slices.IsSortedFunc(exp, func(a, b expiryKey) int { return cmp.Compare(a.at, b.at) }) {
+		slices.SortStableFunc(exp, func(a, b expiryKey) int { return cmp.Compare(a.at, b.at) })
+	}
+	if err := st.expiry.BuildFromSorted(exp); err != nil {
+		return fmt.Errorf("expiry index: %w", err)
+	}
+	exp = nil
 	// procs is grouped by namespace already: sort each group by (proc, id).
 	for i := 0; i < len(procs); {
 		j := i + 1
@@ -351,7 +390,12 @@ func buildLeaseTrees(st *state, procs []procSortKey) {
 		})
 		i = j
 	}
-	for _, p := range procs {
-		st.byProc.ReplaceOrInsert(procKey{p.li})
+	byProc := make([]procKey, len(procs))
+	for i, p := range procs {
+		byProc[i] = procKey{p.li}
 	}
+	if err := st.byProc.BuildFromSorted(byProc); err != nil {
+		return fmt.Errorf("process index: %w", err)
+	}
+	return nil
 }

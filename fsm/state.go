@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/google/btree"
+	"github.com/grackle-coord/grackle/internal/btree"
 )
 
 // The state is a set of ordered trees of plain values, keyed by composite
@@ -89,7 +89,45 @@ type expiryKey struct {
 	*leaseIdent
 }
 
-type nsLeaseKey struct{ ns, id string }
+// leaseIndex finds a lease's ident by (ns, id): one map of lease ids per
+// namespace, so that an entry is a string and a pointer (a single map keyed
+// by both strings costs twice the hashing and a bigger slot per lease).
+type leaseIndex struct {
+	byNS map[string]map[string]*leaseIdent
+}
+
+func newLeaseIndex() leaseIndex { return leaseIndex{byNS: map[string]map[string]*leaseIdent{}} }
+
+func (x leaseIndex) get(ns, id string) *leaseIdent { return x.byNS[ns][id] }
+
+// put registers li; sizeHint presizes a namespace's map when it is
+// created.
+func (x leaseIndex) put(li *leaseIdent, sizeHint int) {
+	m := x.byNS[li.ns]
+	if m == nil {
+		m = make(map[string]*leaseIdent, sizeHint)
+		x.byNS[li.ns] = m
+	}
+	m[li.id] = li
+}
+
+func (x leaseIndex) del(li *leaseIdent) {
+	if m := x.byNS[li.ns]; m != nil {
+		delete(m, li.id)
+		if len(m) == 0 {
+			delete(x.byNS, li.ns)
+		}
+	}
+}
+
+// len is the number of leases indexed (O(namespaces)).
+func (x leaseIndex) len() int {
+	n := 0
+	for _, m := range x.byNS {
+		n += len(m)
+	}
+	return n
+}
 
 type memberRec struct{ id, raftAddr, grpcAddr string }
 
@@ -105,8 +143,8 @@ type state struct {
 	// snapshot clone does not carry them (see clone).
 	byProc   *btree.BTreeG[procKey]
 	expiry   *btree.BTreeG[expiryKey]
-	leaseIdx map[nsLeaseKey]*leaseIdent // point lookups of leases
-	semIdx   map[SemKey]semRec          // point lookups of semaphores (a mirror of the tree)
+	leaseIdx leaseIndex        // point lookups of leases
+	semIdx   map[SemKey]semRec // point lookups of semaphores (a mirror of the tree)
 
 	lastNow   int64  // greatest command `now` applied
 	lastToken uint64 // greatest fencing token handed out
@@ -186,7 +224,7 @@ func newState() *state {
 			}
 			return a.id < b.id
 		}),
-		leaseIdx: make(map[nsLeaseKey]*leaseIdent),
+		leaseIdx: newLeaseIndex(),
 		semIdx:   make(map[SemKey]semRec),
 		members:  btree.NewG(btreeDegree, func(a, b memberRec) bool { return a.id < b.id }),
 		limits:   DefaultLimits(),
@@ -209,7 +247,7 @@ func (s *state) persistView() *state {
 	c.holders = s.holders.Clone()
 	c.leases = s.leases.Clone()
 	c.members = s.members.Clone()
-	c.byProc, c.expiry, c.leaseIdx, c.semIdx = nil, nil, nil, nil
+	c.byProc, c.expiry, c.leaseIdx, c.semIdx = nil, nil, leaseIndex{}, nil
 	return &c
 }
 
@@ -251,7 +289,7 @@ func (s *state) delSem(x semRec) {
 }
 
 // identOf finds a lease's ident.
-func (s *state) identOf(ns, id string) *leaseIdent { return s.leaseIdx[nsLeaseKey{ns, id}] }
+func (s *state) identOf(ns, id string) *leaseIdent { return s.leaseIdx.get(ns, id) }
 
 func (li *leaseIdent) rec() leaseRec {
 	return leaseRec{leaseIdent: li, ttl: li.liveTTL, createdAt: li.liveCreated, expiresAt: li.liveExp}
@@ -327,7 +365,7 @@ func (s *state) holderOf(ns, sem, leaseID string) (holderRec, bool) {
 func (s *state) putLease(l leaseRec) {
 	li := l.leaseIdent
 	li.liveTTL, li.liveCreated, li.liveExp = l.ttl, l.createdAt, l.expiresAt
-	s.leaseIdx[nsLeaseKey{li.ns, li.id}] = li
+	s.leaseIdx.put(li, 0)
 	s.leases.ReplaceOrInsert(l)
 	s.byProc.ReplaceOrInsert(procKey{li})
 	s.expiry.ReplaceOrInsert(expiryKey{at: l.expiresAt, leaseIdent: li})
@@ -376,7 +414,7 @@ func (s *state) removeLease(l leaseRec) []string {
 	s.leases.Delete(l)
 	s.byProc.Delete(procKey{li})
 	s.expiry.Delete(expiryKey{at: l.expiresAt, leaseIdent: li})
-	delete(s.leaseIdx, nsLeaseKey{li.ns, li.id})
+	s.leaseIdx.del(li)
 	if ns, ok := s.getNS(l.ns); ok {
 		ns.leaseCount--
 		s.namespaces.ReplaceOrInsert(ns)
