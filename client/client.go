@@ -2,11 +2,13 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/grackle-coord/grackle/apierr"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+	"github.com/grackle-coord/grackle/tlsutil"
 )
 
 // Defaults of Config.
@@ -45,10 +48,18 @@ type Config struct {
 	// leader-discovery probe of one endpoint. Default 5 s.
 	DialTimeout time.Duration
 
+	// TLS, when set, connects with TLS: RootCAs verifies the servers
+	// (nil: the system's roots), Certificates is the client certificate
+	// for servers that require mutual TLS. Nil: plaintext.
+	TLS *tls.Config
+
+	// Token is the access token sent on every call as
+	// "authorization: Bearer <token>" (servers started with --acl).
+	Token string
+
 	// DialOptions are added to every connection, after the client's own
-	// (plaintext transport credentials, reconnect backoff), so they can
-	// override them, e.g. grpc.WithTransportCredentials for TLS. A
-	// grpc.WithContextDialer here is ignored: set Dialer instead.
+	// (transport credentials, reconnect backoff), so they can override
+	// them. A grpc.WithContextDialer here is ignored: set Dialer instead.
 	DialOptions []grpc.DialOption
 
 	// Dialer opens the TCP connection to an address (default: a
@@ -129,6 +140,10 @@ type Client struct {
 
 	life     context.Context // cancelled by Close
 	lifeStop context.CancelFunc
+
+	// handshakeErr is the last TLS handshake error that retrying cannot
+	// fix (tlsutil.Permanent): New reports it at once.
+	handshakeErr atomic.Pointer[error]
 }
 
 var (
@@ -167,6 +182,10 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		if res.answered > 0 {
 			c.adopt(res)
 			return c, nil
+		}
+		if err := c.unfixable(res); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("grackle client: %w", err)
 		}
 		if err := sleepCtx(dctx, c.backoff(attempt)); err != nil {
 			c.Close()
@@ -237,13 +256,25 @@ func (c *Client) connLocked(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := c.conns[addr]; ok {
 		return cc, nil
 	}
+	creds := insecure.NewCredentials()
+	if c.cfg.TLS != nil {
+		cfg := c.cfg.TLS
+		creds = tlsutil.ClientCreds(func() *tls.Config { return cfg }, func(err error) {
+			if tlsutil.Permanent(err) {
+				c.handshakeErr.Store(&err)
+			}
+		})
+	}
 	opts := append(apierr.DialOptions(),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 			MinConnectTimeout: c.cfg.DialTimeout,
 		}),
 	)
+	if c.cfg.Token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(tlsutil.Token(c.cfg.Token)))
+	}
 	opts = append(opts, c.cfg.DialOptions...)
 	// Last, so that it is the client's own dialer that connects.
 	opts = append(opts, grpc.WithContextDialer(c.reach.dialerFor(addr)))
@@ -277,6 +308,19 @@ type probeResult struct {
 	term     uint64
 	members  []string
 	lastErr  error
+	// refused is an answer no retry changes: the server refused the call
+	// (plaintext to a TLS port, a missing or unknown token) rather than
+	// being unreachable or leaderless.
+	refused error
+}
+
+// unfixable returns the reason a first contact cannot succeed by trying
+// again: a TLS handshake that cannot succeed, or a refusal.
+func (c *Client) unfixable(res probeResult) error {
+	if p := c.handshakeErr.Load(); p != nil {
+		return *p
+	}
+	return res.refused
 }
 
 // probe asks every known address for the cluster status, in parallel. It
@@ -324,6 +368,10 @@ func (c *Client) probe(ctx context.Context) probeResult {
 		}
 		if a.err != nil {
 			res.lastErr = a.err
+			switch status.Code(a.err) {
+			case codes.FailedPrecondition, codes.Unauthenticated, codes.PermissionDenied:
+				res.refused = a.err
+			}
 			continue
 		}
 		res.answered++

@@ -17,6 +17,8 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/grackle-coord/grackle/tlsutil"
 )
 
 // Peer is one initial member: its node id and Raft address.
@@ -48,6 +50,16 @@ type Config struct {
 	SnapshotInterval   time.Duration
 	TrailingLogs       uint64
 	SnapshotsRetained  int
+
+	// PeerTLS, when set, authenticates every Raft connection both ways
+	// with the peer certificate and CA. Without it Raft traffic is
+	// plaintext and unauthenticated: a warning is logged when the port
+	// listens beyond loopback.
+	PeerTLS *tlsutil.Peer
+	// MaxConns bounds the Raft port's open connections (0: no bound);
+	// HandshakeTimeout bounds a peer TLS handshake (default 10 s).
+	MaxConns         int
+	HandshakeTimeout time.Duration
 
 	FSM    raft.FSM
 	Logger hclog.Logger
@@ -130,11 +142,16 @@ func New(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("raftnode: advertise address %q: %w", cfg.AdvertiseAddr, err)
 		}
 	}
-	trans, err := raft.NewTCPTransportWithLogger(cfg.BindAddr, adv, 5, 10*time.Second, cfg.Logger.Named("transport"))
+	stream, err := newStreamLayer(cfg.BindAddr, adv, cfg.PeerTLS, cfg.MaxConns, cfg.HandshakeTimeout, cfg.Logger.Named("transport"))
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("raftnode: listen on %s: %w", cfg.BindAddr, err)
 	}
+	if cfg.PeerTLS == nil && beyondLoopback(stream.lis.Addr()) {
+		cfg.Logger.Warn("the Raft port listens beyond loopback without peer TLS: anyone who can reach it can append to the Raft log; set --peer-tls-cert-file, --peer-tls-key-file and --peer-tls-ca-file",
+			"raft_addr", stream.lis.Addr().String())
+	}
+	trans := raft.NewNetworkTransportWithLogger(stream, 5, 10*time.Second, cfg.Logger.Named("transport"))
 	n := &Node{Transport: trans, LeaderNotify: notify, ID: cfg.NodeID, Addr: trans.LocalAddr(), store: store}
 
 	has, err := raft.HasExistingState(store, store, snaps)

@@ -47,6 +47,9 @@ type Config struct {
 	ExpireBatch int32
 	// MaxWaiters bounds the queued waiters per semaphore.
 	MaxWaiters int
+	// DialOptions are used to dial the leader when forwarding (its
+	// transport credentials: peer TLS); default plaintext.
+	DialOptions []grpc.DialOption
 }
 
 // Service implements pb.GrackleServiceServer and pb.ClusterServiceServer.
@@ -239,7 +242,8 @@ func (s *Service) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := s.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithUnaryInterceptor(s.relay), apierr.DialOptions()[0], apierr.DialOptions()[1])
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithUnaryInterceptor(s.relay)}, apierr.DialOptions()...)
+	c, err := grpc.NewClient(addr, append(opts, s.cfg.DialOptions...)...)
 	if err != nil {
 		return nil, err
 	}

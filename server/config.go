@@ -42,6 +42,23 @@ type Config struct {
 	SnapshotInterval   time.Duration
 	TrailingLogs       uint64
 
+	// TLS of the client API, gRPC and HTTP ports (both files, or neither:
+	// plaintext). With TLSClientCAFile clients must present a certificate
+	// signed by that CA (mutual TLS; the HTTP port's /healthz stays open).
+	TLSCertFile     string
+	TLSKeyFile      string
+	TLSClientCAFile string
+	// Peer TLS: Raft traffic and follower-to-leader forwarding, both sides
+	// verified against PeerTLSCAFile. All three, or none.
+	PeerTLSCertFile string
+	PeerTLSKeyFile  string
+	PeerTLSCAFile   string
+
+	// Connection bounds, each per port (gRPC, HTTP, Raft).
+	MaxConnections   int           // most open connections (default 4096)
+	HandshakeTimeout time.Duration // TLS + HTTP/2 handshake, first request line (default 10 s)
+	IdleTimeout      time.Duration // a connection with no call in flight is closed after this (default 5 min)
+
 	LogLevel string // trace, debug, info, warn, error (default info)
 	LogJSON  bool
 }
@@ -63,6 +80,9 @@ func DefaultConfig() Config {
 		SnapshotThreshold:  16384,
 		SnapshotInterval:   30 * time.Second,
 		TrailingLogs:       10240,
+		MaxConnections:     4096,
+		HandshakeTimeout:   10 * time.Second,
+		IdleTimeout:        5 * time.Minute,
 		LogLevel:           "info",
 	}
 }

@@ -8,12 +8,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -23,6 +24,7 @@ import (
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/raftnode"
 	"github.com/grackle-coord/grackle/rpc"
+	"github.com/grackle-coord/grackle/tlsutil"
 )
 
 // Server is one running node.
@@ -40,6 +42,10 @@ type Server struct {
 	http    *http.Server
 	httpLn  net.Listener
 	done    chan struct{}
+
+	sec   security
+	split *tlsutil.Split // the gRPC port's TLS/plaintext sorter (TLS only)
+	plain *grpc.Server   // answers plaintext clients of a TLS port
 }
 
 // fill applies DefaultConfig's value to every zero field.
@@ -58,6 +64,9 @@ func (c Config) fill() Config {
 	orDefault(&c.SnapshotThreshold, d.SnapshotThreshold)
 	orDefault(&c.SnapshotInterval, d.SnapshotInterval)
 	orDefault(&c.TrailingLogs, d.TrailingLogs)
+	orDefault(&c.MaxConnections, d.MaxConnections)
+	orDefault(&c.HandshakeTimeout, d.HandshakeTimeout)
+	orDefault(&c.IdleTimeout, d.IdleTimeout)
 	orDefault(&c.LogLevel, d.LogLevel)
 	return c
 }
@@ -91,13 +100,18 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	sec, err := loadSecurity(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
-	lis, err := net.Listen("tcp", cfg.GRPCAddr)
+	rawLis, err := net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
 		return nil, fmt.Errorf("gRPC listen on %s: %w", cfg.GRPCAddr, err)
 	}
+	lis := limit(rawLis, cfg.MaxConnections)
 	grpcAdv := cfg.AdvertiseGRPC
 	if grpcAdv == "" {
 		grpcAdv = lis.Addr().String()
@@ -132,6 +146,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
 		CommitTimeout: cfg.CommitTimeout, SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
 		TrailingLogs: cfg.TrailingLogs, FSM: met.ObserveFSM(f), Logger: log,
+		PeerTLS: sec.peer, MaxConns: cfg.MaxConnections, HandshakeTimeout: cfg.HandshakeTimeout,
 	})
 	if err != nil {
 		lis.Close()
@@ -140,8 +155,12 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	api := rpc.New(rpc.Config{
 		NodeID: cfg.NodeID, GRPCAddress: grpcAdv, RaftAddress: string(node.Addr), InitialGRPC: initialGRPC,
 		Limits: cfg.Limits, MaxTimeoutSeconds: cfg.MaxTimeoutSeconds,
-		LeaseGrace: cfg.ElectionTimeout * 2,
+		LeaseGrace:  cfg.ElectionTimeout * 2,
+		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(sec.peerDialCreds())},
 	}, node.Raft, f, log.Named("rpc"))
+	if sec.api != nil && sec.peer == nil && (len(peers) > 1 || cfg.Join != "") {
+		log.Warn("client TLS without peer TLS: followers verify the leader's API certificate against the system roots and present none; set --peer-tls-* so they authenticate as peers")
+	}
 
 	if err := met.RegisterRaft(node.Raft); err == nil {
 		err = met.RegisterState(f, cfg.DataDir)
@@ -152,7 +171,15 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 
-	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(met.UnaryInterceptor()), grpc.ChainStreamInterceptor(met.StreamInterceptor()))
+	opts := append(cfg.grpcServerOptions(), grpc.ChainUnaryInterceptor(met.UnaryInterceptor()), grpc.ChainStreamInterceptor(met.StreamInterceptor()))
+	var split *tlsutil.Split
+	serveLis := lis
+	if sec.api != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(sec.api.Config([]string{"h2"}, true))))
+		split = tlsutil.NewSplit(lis, cfg.HandshakeTimeout)
+		serveLis = split.TLS()
+	}
+	gs := grpc.NewServer(opts...)
 	pb.RegisterGrackleServiceServer(gs, api)
 	pb.RegisterClusterServiceServer(gs, api)
 	hs := health.NewServer()
@@ -160,13 +187,18 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	reflection.Register(gs)
 	met.InitializeRPCs(gs)
 
-	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, Metrics: met, grpc: gs, health: hs, lis: lis, done: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, Metrics: met, grpc: gs, health: hs, lis: lis, done: make(chan struct{}),
+		sec: sec, split: split}
 	api.Start(node.LeaderNotify)
 	go func() {
-		if err := gs.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		if err := gs.Serve(serveLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, net.ErrClosed) {
 			log.Error("gRPC server stopped", "error", err)
 		}
 	}()
+	if split != nil {
+		s.plain = cfg.plaintextRefuser()
+		go func() { _ = s.plain.Serve(split.Plain()) }()
+	}
 	go s.watchHealth()
 	if cfg.HTTPAddr != "" {
 		if err := s.startHTTP(); err != nil {
@@ -175,7 +207,8 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		}
 	}
 	log.Info("grackle node started", "node_id", cfg.NodeID, "grpc", lis.Addr().String(), "raft", string(node.Addr),
-		"http", cfg.HTTPAddr, "data_dir", cfg.DataDir)
+		"http", cfg.HTTPAddr, "data_dir", cfg.DataDir, "client_tls", sec.api != nil,
+		"client_mtls", sec.api != nil && sec.api.ClientCA != nil, "peer_tls", sec.peer != nil)
 	if cfg.Join != "" {
 		go s.join(grpcAdv)
 	}
@@ -224,6 +257,7 @@ func (s *Server) startHTTP() error {
 	if err != nil {
 		return fmt.Errorf("HTTP listen on %s: %w", s.cfg.HTTPAddr, err)
 	}
+	lis = limit(lis, s.cfg.MaxConnections)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", s.Metrics.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -241,7 +275,18 @@ func (s *Server) startHTTP() error {
 		fmt.Fprintf(w, "namespaces %d\nsemaphores %d\nleases %d\nholders %d\n", c.Namespaces, c.Semaphores, c.Leases, c.Holders)
 	})
 	s.httpLn = lis
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	var h http.Handler = mux
+	s.http = &http.Server{Handler: h, ReadHeaderTimeout: s.cfg.HandshakeTimeout, ReadTimeout: s.cfg.HandshakeTimeout,
+		WriteTimeout: 30 * time.Second, IdleTimeout: s.cfg.IdleTimeout,
+		ErrorLog: s.log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
+	if s.sec.api != nil {
+		if s.sec.api.ClientCA != nil {
+			s.http.Handler = requireClientCert(mux)
+		}
+		s.http.TLSConfig = s.sec.api.Config([]string{"http/1.1"}, false)
+		go s.http.ServeTLS(lis, "", "")
+		return nil
+	}
 	go s.http.Serve(lis)
 	return nil
 }
@@ -256,7 +301,7 @@ func (s *Server) join(grpcAdv string) {
 		default:
 		}
 		err := func() error {
-			conn, err := grpc.NewClient(s.cfg.Join, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			conn, err := grpc.NewClient(s.cfg.Join, grpc.WithTransportCredentials(s.sec.peerDialCreds()))
 			if err != nil {
 				return err
 			}
@@ -302,6 +347,9 @@ func (s *Server) Close() error {
 	case <-time.After(2 * time.Second):
 		s.grpc.Stop()
 	}
+	if s.plain != nil {
+		s.plain.Stop()
+	}
 	return s.Node.Close()
 }
 
@@ -318,6 +366,7 @@ func Run(ctx context.Context, cfg Config) error {
 		httpNote = ", http on " + cfg.HTTPAddr
 	}
 	fmt.Fprintf(os.Stderr, "grackle: node %s serving gRPC on %s, raft on %s%s\n", cfg.NodeID, s.GRPCAddr(), s.RaftAddr(), httpNote)
+	s.ReloadOn(ctx, syscall.SIGHUP)
 	<-ctx.Done()
 	log.Info("shutting down")
 	return s.Close()

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+	"github.com/grackle-coord/grackle/tlsutil"
 )
 
 const (
@@ -87,7 +89,39 @@ func (a *app) group(use, short string, aliases ...string) *cobra.Command {
 		"deadline of each call [$GRACKLE_TIMEOUT]")
 	fs.StringVarP(&a.output, flagOutput, "o", "table",
 		"output format: table, json (protojson, proto field names) or id [$GRACKLE_OUTPUT]")
+	fs.StringVar(&a.cacert, "cacert", "", "connect with TLS, verifying the server with this CA file (PEM) [$GRACKLE_CACERT]")
+	fs.StringVar(&a.cert, "cert", "", "client certificate (PEM) for servers that require mutual TLS; implies TLS [$GRACKLE_CERT]")
+	fs.StringVar(&a.key, "key", "", "the client certificate's private key (PEM) [$GRACKLE_KEY]")
+	fs.StringVar(&a.token, "token", "", "access token of a server started with --acl [$GRACKLE_TOKEN]")
 	return cmd
+}
+
+// tlsConfig is the client TLS of --cacert, --cert and --key (nil: none
+// given, plaintext).
+func (a *app) tlsConfig() (*tls.Config, error) {
+	if a.cacert == "" && a.cert == "" && a.key == "" {
+		return nil, nil
+	}
+	c, err := tlsutil.ClientConfig(a.cacert, a.cert, a.key)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return c, nil
+}
+
+// dialOptions are the transport credentials and token of the client
+// flags. onHandshake sees each TLS handshake error.
+func (a *app) dialOptions(onHandshake func(error)) []grpc.DialOption {
+	creds := insecure.NewCredentials()
+	if a.tls != nil {
+		cfg := a.tls
+		creds = tlsutil.ClientCreds(func() *tls.Config { return cfg }, onHandshake)
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if a.token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(tlsutil.Token(a.token)))
+	}
+	return opts
 }
 
 func (a *app) checkClientFlags() error {
@@ -109,7 +143,9 @@ func (a *app) checkClientFlags() error {
 		return usagef("endpoints: need at least one host:port")
 	}
 	a.endpoints = eps
-	return nil
+	var err error
+	a.tls, err = a.tlsConfig()
+	return err
 }
 
 // positional returns an argument check that wants exactly the named
@@ -212,7 +248,7 @@ func call[T any](a *app, cmd *cobra.Command, extra time.Duration, fn func(contex
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	conn, ep, err := dialFirst(ctx, a.endpoints, min(a.timeout, connectTimeout))
+	conn, ep, err := a.dialFirst(ctx, min(a.timeout, connectTimeout))
 	if err != nil {
 		return zero, callError(ctx, err)
 	}
@@ -236,16 +272,29 @@ func callError(parent context.Context, err error) error {
 	return &exitError{code: exitCallFailed, msg: oneLine(fmt.Sprintf("%s: %s", st.Code(), st.Message()))}
 }
 
+// dialFirst is dialFirst with the client flags' credentials.
+func (a *app) dialFirst(ctx context.Context, perTry time.Duration) (*grpc.ClientConn, string, error) {
+	return dialFirst(ctx, a.endpoints, perTry, a)
+}
+
 // dialFirst returns a ready connection to the first endpoint that accepts
 // one within perTry. The server forwards calls to the leader, so any
-// reachable node will do.
-func dialFirst(ctx context.Context, endpoints []string, perTry time.Duration) (*grpc.ClientConn, string, error) {
+// reachable node will do. a (if not nil) gives the credentials.
+func dialFirst(ctx context.Context, endpoints []string, perTry time.Duration, a ...*app) (*grpc.ClientConn, string, error) {
 	var why []string
 	for _, ep := range endpoints {
 		var (
 			mu      sync.Mutex
 			lastErr error
 		)
+		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		if len(a) > 0 && a[0] != nil {
+			opts = a[0].dialOptions(func(err error) {
+				mu.Lock()
+				lastErr = err
+				mu.Unlock()
+			})
+		}
 		dialer := func(ctx context.Context, addr string) (net.Conn, error) {
 			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 			if err != nil {
@@ -255,9 +304,7 @@ func dialFirst(ctx context.Context, endpoints []string, perTry time.Duration) (*
 			}
 			return c, err
 		}
-		conn, err := grpc.NewClient(ep,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithContextDialer(dialer))
+		conn, err := grpc.NewClient(ep, append(opts, grpc.WithContextDialer(dialer))...)
 		if err != nil {
 			why = append(why, fmt.Sprintf("%s: %v", ep, err))
 			continue

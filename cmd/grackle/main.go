@@ -14,6 +14,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -74,6 +75,11 @@ type app struct {
 	endpoints []string
 	timeout   time.Duration
 	output    string
+	cacert    string
+	cert      string
+	key       string
+	token     string
+	tls       *tls.Config // from cacert, cert, key (checkClientFlags)
 }
 
 func (a *app) execute(ctx context.Context, args []string) int {

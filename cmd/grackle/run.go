@@ -80,7 +80,7 @@ type runSpec struct {
 }
 
 func (a *app) runLocked(ctx context.Context, r runSpec) error {
-	cli, err := client.New(ctx, client.Config{Endpoints: a.endpoints})
+	cli, err := client.New(ctx, client.Config{Endpoints: a.endpoints, TLS: a.tls, Token: a.token})
 	if err != nil {
 		return callError(ctx, err)
 	}

@@ -82,6 +82,16 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", cfg.SnapshotInterval, "how often Raft checks whether to snapshot")
 	fs.Uint64Var(&cfg.TrailingLogs, "trailing-logs", cfg.TrailingLogs, "Raft log entries kept after a snapshot")
 
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", cfg.TLSCertFile, "serve the client API (gRPC and HTTP) with TLS: certificate file (PEM)")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", cfg.TLSKeyFile, "the API certificate's private key file (PEM)")
+	fs.StringVar(&cfg.TLSClientCAFile, "tls-client-ca-file", cfg.TLSClientCAFile, "require client certificates signed by this CA (mutual TLS; /healthz stays open)")
+	fs.StringVar(&cfg.PeerTLSCertFile, "peer-tls-cert-file", cfg.PeerTLSCertFile, "peer TLS (Raft, forwarding): this node's peer certificate (PEM)")
+	fs.StringVar(&cfg.PeerTLSKeyFile, "peer-tls-key-file", cfg.PeerTLSKeyFile, "the peer certificate's private key (PEM)")
+	fs.StringVar(&cfg.PeerTLSCAFile, "peer-tls-ca-file", cfg.PeerTLSCAFile, "the CA that signs every peer's certificate; both sides verify")
+	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "most open connections per port (gRPC, HTTP, Raft)")
+	fs.DurationVar(&cfg.HandshakeTimeout, "handshake-timeout", cfg.HandshakeTimeout, "bound of a connection's TLS and HTTP/2 handshake (and of reading an HTTP request)")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "a client connection with no call in flight for this long is closed")
+
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "trace, debug, info, warn or error")
 	fs.BoolVar(&cfg.LogJSON, "log-json", cfg.LogJSON, "log JSON lines instead of text")
 }
@@ -106,6 +116,9 @@ func checkServerConfig(cfg server.Config) error {
 		{"leader-lease-timeout", int64(cfg.LeaderLeaseTimeout)},
 		{"commit-timeout", int64(cfg.CommitTimeout)},
 		{"snapshot-interval", int64(cfg.SnapshotInterval)},
+		{"max-connections", int64(cfg.MaxConnections)},
+		{"handshake-timeout", int64(cfg.HandshakeTimeout)},
+		{"idle-timeout", int64(cfg.IdleTimeout)},
 	} {
 		if f.v < 0 {
 			return usagef("%s: must not be negative", f.name)

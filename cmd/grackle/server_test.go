@@ -57,6 +57,15 @@ var allServerArgs = []string{
 	"--snapshot-threshold", "99",
 	"--snapshot-interval", "1m",
 	"--trailing-logs", "98",
+	"--tls-cert-file", "/etc/grackle/api.crt",
+	"--tls-key-file", "/etc/grackle/api.key",
+	"--tls-client-ca-file", "/etc/grackle/client-ca.crt",
+	"--peer-tls-cert-file", "/etc/grackle/peer.crt",
+	"--peer-tls-key-file", "/etc/grackle/peer.key",
+	"--peer-tls-ca-file", "/etc/grackle/peer-ca.crt",
+	"--max-connections", "77",
+	"--handshake-timeout", "3s",
+	"--idle-timeout", "4m",
 	"--log-level", "debug",
 	"--log-json",
 }
@@ -86,6 +95,15 @@ func allServerConfig() server.Config {
 	want.SnapshotThreshold = 99
 	want.SnapshotInterval = time.Minute
 	want.TrailingLogs = 98
+	want.TLSCertFile = "/etc/grackle/api.crt"
+	want.TLSKeyFile = "/etc/grackle/api.key"
+	want.TLSClientCAFile = "/etc/grackle/client-ca.crt"
+	want.PeerTLSCertFile = "/etc/grackle/peer.crt"
+	want.PeerTLSKeyFile = "/etc/grackle/peer.key"
+	want.PeerTLSCAFile = "/etc/grackle/peer-ca.crt"
+	want.MaxConnections = 77
+	want.HandshakeTimeout = 3 * time.Second
+	want.IdleTimeout = 4 * time.Minute
 	want.LogLevel = "debug"
 	want.LogJSON = true
 	return want

@@ -22,6 +22,9 @@ type Cluster struct {
 	Nodes []*server.Server
 	Cfgs  []server.Config
 	conns map[string]*grpc.ClientConn
+	// dial are the options of the test's own connections (default
+	// plaintext): TLS credentials, a token.
+	dial []grpc.DialOption
 }
 
 // Config returns a test node config: loopback with ephemeral ports,
@@ -56,7 +59,14 @@ func (w testWriter) Write(p []byte) (int, error) {
 // Start starts n nodes: the first bootstraps alone, the others join it.
 func Start(t testing.TB, n int, tweak func(*server.Config)) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, conns: map[string]*grpc.ClientConn{}}
+	return StartWith(t, n, tweak)
+}
+
+// StartWith is Start with the dial options of the test's own connections
+// to the nodes (TLS credentials for a TLS cluster).
+func StartWith(t testing.TB, n int, tweak func(*server.Config), dial ...grpc.DialOption) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, conns: map[string]*grpc.ClientConn{}, dial: dial}
 	t.Cleanup(c.Close)
 	for i := 0; i < n; i++ {
 		cfg := Config(t, fmt.Sprintf("node%d", i+1))
@@ -165,7 +175,7 @@ func (c *Cluster) conn(i int) *grpc.ClientConn {
 	if cc, ok := c.conns[addr]; ok {
 		return cc
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, c.dial...)...)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -1,0 +1,162 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+
+	"golang.org/x/net/netutil"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/grackle-coord/grackle/tlsutil"
+)
+
+// security is what a node's TLS flags loaded.
+type security struct {
+	api  *tlsutil.Server // nil: the client API is plaintext
+	peer *tlsutil.Peer   // nil: Raft and forwarding are plaintext
+}
+
+func loadSecurity(cfg Config) (security, error) {
+	var sec security
+	var err error
+	if cfg.TLSCertFile != "" || cfg.TLSKeyFile != "" || cfg.TLSClientCAFile != "" {
+		if sec.api, err = tlsutil.LoadServer(cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile); err != nil {
+			return sec, err
+		}
+	}
+	if cfg.PeerTLSCertFile != "" || cfg.PeerTLSKeyFile != "" || cfg.PeerTLSCAFile != "" {
+		if sec.peer, err = tlsutil.LoadPeer(cfg.PeerTLSCertFile, cfg.PeerTLSKeyFile, cfg.PeerTLSCAFile); err != nil {
+			return sec, err
+		}
+	}
+	if sec.api != nil {
+		sec.api.Peer = sec.peer
+	}
+	return sec, nil
+}
+
+// peerDialCreds are the credentials a node dials another node's gRPC port
+// with (forwarding to the leader, joining): the port's own scheme, and the
+// peer identity when the port is TLS and peer TLS is on.
+func (sec security) peerDialCreds() credentials.TransportCredentials {
+	switch {
+	case sec.api == nil:
+		return insecure.NewCredentials()
+	case sec.peer != nil:
+		return tlsutil.ClientCreds(func() *tls.Config {
+			c := sec.peer.ClientConfig("")
+			c.NextProtos = []string{tlsutil.PeerALPN}
+			return c
+		}, nil)
+	default:
+		// No peer identity to offer: verify the leader's API certificate
+		// against the system roots (Start warns about this setup).
+		return tlsutil.ClientCreds(func() *tls.Config { return &tls.Config{MinVersion: tlsutil.MinVersion} }, nil)
+	}
+}
+
+// reload re-reads every certificate, key and CA file; a file that does not
+// load keeps its old contents in use.
+func (sec security) reload() error {
+	var errs []error
+	if sec.api != nil {
+		errs = append(errs, sec.api.Reload())
+	}
+	if sec.peer != nil {
+		errs = append(errs, sec.peer.Reload())
+	}
+	return errors.Join(errs...)
+}
+
+// Reload re-reads the TLS files (what SIGHUP does): new connections get
+// the new certificates, established ones stay. A file that fails to load
+// is logged and the old one stays in use.
+func (s *Server) Reload() error {
+	err := s.sec.reload()
+	if err != nil {
+		s.log.Error("TLS reload: kept the certificates in use", "error", err)
+		return err
+	}
+	if s.sec.api != nil || s.sec.peer != nil {
+		s.log.Info("TLS reload: certificates re-read")
+	}
+	return nil
+}
+
+// ReloadOn calls Reload on each of the signals until ctx ends.
+func (s *Server) ReloadOn(ctx context.Context, sigs ...os.Signal) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
+	go func() {
+		defer signal.Stop(ch)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.done:
+				return
+			case <-ch:
+				_ = s.Reload()
+			}
+		}
+	}()
+}
+
+// limit bounds a listener's open connections.
+func limit(l net.Listener, n int) net.Listener {
+	if n <= 0 {
+		return l
+	}
+	return netutil.LimitListener(l, n)
+}
+
+// grpcServerOptions bound handshakes and idle connections.
+func (c Config) grpcServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ConnectionTimeout(c.HandshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: c.IdleTimeout}),
+	}
+}
+
+// tlsRequired is the answer of a TLS port to a plaintext gRPC client.
+func tlsRequired() error {
+	st := status.New(codes.FailedPrecondition, tlsutil.TLSRequiredMessage)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: tlsutil.ReasonTLSRequired, Domain: tlsutil.ErrorDomain}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// plaintextRefuser answers every call on a TLS port's plaintext side with
+// tlsRequired.
+func (c Config) plaintextRefuser() *grpc.Server {
+	return grpc.NewServer(append(c.grpcServerOptions(), grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error {
+		return tlsRequired()
+	}))...)
+}
+
+// requireClientCert guards the HTTP port's endpoints other than /healthz
+// with mutual TLS: the handshake asks for a client certificate and verifies
+// one that is given; this refuses a request that gave none.
+func requireClientCert(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && !strings.HasPrefix(r.URL.Path, "/healthz/") &&
+			(r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
+			http.Error(w, "a client certificate signed by the client CA is required", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
