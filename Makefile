@@ -34,7 +34,7 @@ proto: ## regenerate proto/**/*.pb.go
 failover-bench: ## leader SIGKILL -> first write, 10 trials on 3 processes
 	$(GO) test -run '^$$' -bench Failover -benchtime 1x -timeout 20m ./e2e/
 
-compare-bench: ## contended hand-off and expiry lateness, Grackle and etcd side by side
+compare-bench: ## every bench workload on 3-node Grackle and 3-node etcd in one invocation, one table (DUR, WARMUP, RUNS, WORKLOADS)
 	bash bench/compare.sh
 
 JEPSEN_NODES    ?= 3

@@ -1,32 +1,79 @@
 package bench_test
 
 import (
+	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/grackle-coord/grackle/bench"
 	"github.com/grackle-coord/grackle/server/servertest"
 )
 
-// The bench workloads run end to end and pair every hand-off; timing
-// figures come from `grackle bench`, not from this test.
-func TestHandoffAndExpiryRun(t *testing.T) {
+// Every workload runs end to end against an in-process node, its results
+// survive the JSON round trip and make a table. Timing figures come from
+// `grackle bench`, not from this test: it checks counts only.
+func TestEveryWorkloadRuns(t *testing.T) {
 	c := servertest.Start(t, 1, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, err := bench.Handoff(ctx, c.Conn(0), bench.HandoffConfig{Workers: 4, Permits: 1, Hold: time.Millisecond,
-		Duration: time.Second, Warmup: 200 * time.Millisecond, TTL: 60, RunID: "t"})
+	b := bench.NewGrackle([]*grpc.ClientConn{c.Conn(0)}, c.Conn(0))
+	o := bench.Options{Target: "grackle-test", Workers: 4, Warmup: 100 * time.Millisecond, Duration: 400 * time.Millisecond,
+		Runs: 1, TTL: time.Minute, Hold: time.Millisecond, Trials: 3, ExpiryTTL: time.Second, Format: "json"}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := bench.RunAll(ctx, b, o, bench.Workloads, &out); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := bench.ReadResults(&out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%+v", r)
-	if r.Errors != 0 || r.Acquisitions == 0 || r.Handoff.N < r.Acquisitions-1 {
-		t.Fatalf("handoff: %+v (last error %v)", r, r.LastError)
+	if len(rs) != len(bench.Workloads) {
+		t.Fatalf("%d results, want %d:\n%s", len(rs), len(bench.Workloads), out.String())
 	}
-	e, err := bench.ExpiryLateness(ctx, c.Conn(0), bench.ExpiryConfig{Trials: 3, TTL: 1, RunID: "t"})
-	if err != nil || e.Errors != 0 || e.Lateness.N != 3 {
-		t.Fatalf("expiry: %+v %v", e, err)
+	for _, r := range rs {
+		t.Log(r.Line())
+		if r.Errors != 0 || r.Ops == 0 {
+			t.Errorf("%s: ops %d errors %d (last: %s)", r.Workload, r.Ops, r.Errors, r.LastError)
+		}
+		switch r.Workload {
+		case "pairs":
+			if r.Latency["acquire"].N == 0 || r.Latency["release"].N == 0 {
+				t.Errorf("pairs: no latencies: %+v", r.Latency)
+			}
+			if c, ok := r.Metrics.Get("commits_per_op"); !ok || c < 1.5 {
+				t.Errorf("pairs: commits per pair %v (%v), want about 2", c, ok)
+			}
+		case "handoff":
+			// One permit, four workers in FIFO order: every grant but the
+			// run's first follows a release of another worker.
+			h := r.Latency["handoff"]
+			if h.N < r.Ops-1 {
+				t.Errorf("handoff: %d of %d grants paired with a release", h.N, r.Ops)
+			}
+			if f, _ := r.Metrics.Get("self_handoff_frac"); f != 0 {
+				t.Errorf("handoff: self hand-off share %v, want 0 (FIFO)", f)
+			}
+		case "expiry":
+			if r.Latency["lateness"].N != 3 {
+				t.Errorf("expiry: %+v", r.Latency["lateness"])
+			}
+		}
 	}
-	t.Logf("%+v", e)
+	var tbl bytes.Buffer
+	if err := bench.Table(&tbl, rs, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + tbl.String())
+	for _, want := range []string{"acquire+release pairs/s", "acquisitions/s", "leases/s", "reads/s", "lateness"} {
+		if !strings.Contains(tbl.String(), want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
 }

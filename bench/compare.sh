@@ -1,82 +1,106 @@
 #!/usr/bin/env bash
-# Side-by-side W2 (contended hand-off: 1 permit, 8 workers, 1 ms hold) on
-# Grackle and on etcd 3.4 (shared/peers' recipe), 3 nodes and 1 node, in
-# one invocation, plus Grackle's lease-expiry lateness. Every process it
-# starts listens on 127.0.0.1 only and is stopped at the end (also on ^C).
+# make compare-bench: every workload of `grackle bench` (pairs, handoff,
+# leases, reads, expiry; see docs/PERFORMANCE.md) against a 3-node Grackle
+# and a 3-node etcd (Debian's etcd-server, installed when missing), on
+# loopback, fsync on, in one invocation, interleaved run by run (a fresh
+# Grackle cluster, then a fresh etcd cluster, for each run), then one
+# table with the ratios. Every process it starts listens on 127.0.0.1 only
+# and is stopped by PID at the end (also on ^C).
 #
-#   bash bench/compare.sh              # DUR=10s RUNS=2 ETCD=1 by default
-#   ETCD=0 DUR=5s RUNS=1 bash bench/compare.sh
+#   make compare-bench                       # DUR=10s WARMUP=2s RUNS=2
+#   DUR=3s WARMUP=1s RUNS=1 make compare-bench
+#   WORKLOADS=pairs,reads ETCD=0 make compare-bench
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${DUR:-10s}
 WARMUP=${WARMUP:-2s}
 RUNS=${RUNS:-2}
+WORKLOADS=${WORKLOADS:-all}
 ETCD=${ETCD:-1}
-PEERS=${PEERS:-../shared/peers}
-BASE=${BASE:-/tmp/grackle-bench}
-OUT=$BASE/results-$(date +%Y%m%d-%H%M%S)
-mkdir -p "$OUT"
-RES=$OUT/results.txt
+BENCH_FLAGS=${BENCH_FLAGS:-}          # extra flags for both load generators, e.g. "--workers 128"
+BASE=${BASE:-/tmp/grackle-compare}
+OUT=${OUT:-$BASE/results-$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$OUT" "$BASE/bin"
+RES=$OUT/results.jsonl
 PIDS=()
-stop_all() { for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done; PIDS=(); sleep 0.3; }
-trap stop_all EXIT INT TERM
+stop_all() {
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
+  PIDS=()
+}
+trap stop_all EXIT
+trap 'stop_all; exit 130' INT TERM
 
-echo "== building"
+echo "== building into $BASE/bin"
 CGO_ENABLED=0 go build -o "$BASE/bin/grackle" ./cmd/grackle
 G=$BASE/bin/grackle
 if [ "$ETCD" = 1 ]; then
-  command -v etcd >/dev/null || { apt-get update -qq && apt-get install -y -qq etcd-server etcd-client >/dev/null; }
-  (cd "$PEERS" && go build -o "$BASE/bin/" ./etcdsem ./restable)
+  if ! command -v etcd >/dev/null; then
+    echo "== installing Debian's etcd-server"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null
+  fi
+  (cd bench/etcd && CGO_ENABLED=0 go build -o "$BASE/bin/etcdbench" .)
+  etcd --version | head -1 >"$OUT/versions.txt"
 fi
+go version >>"$OUT/versions.txt"
+{ echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)"
+  grep -m1 'model name' /proc/cpuinfo || true; uptime; } >>"$OUT/versions.txt"
 
-grackle_cluster() { # N -> endpoints in $EPS (no subshell: PIDS must stay in this shell)
-  local n=$1 i members="" eps=""
-  rm -rf "$BASE/g$n"
-  for i in $(seq 1 "$n"); do
+# grackle_cluster RUN: a fresh 3-node cluster; its endpoints in $EPS, PIDs in $SPIDS.
+grackle_cluster() {
+  local run=$1 i members="" eps="" pids=""
+  rm -rf "$BASE/grackle"
+  for i in 1 2 3; do
     members+="${members:+,}g$i=127.0.0.1:$((24720 + 10*i + 1))=127.0.0.1:$((24720 + 10*i))"
     eps+="${eps:+,}127.0.0.1:$((24720 + 10*i))"
   done
-  for i in $(seq 1 "$n"); do
-    local extra=()
-    [ "$n" -gt 1 ] && extra=(--initial-members "$members")
-    "$G" server --node-id "g$i" --data-dir "$BASE/g$n/g$i" --grpc-addr "127.0.0.1:$((24720 + 10*i))" \
-      --raft-addr "127.0.0.1:$((24720 + 10*i + 1))" --http-addr "" --log-level warn "${extra[@]}" >"$OUT/grackle-$n-g$i.log" 2>&1 &
-    PIDS+=($!)
+  for i in 1 2 3; do
+    "$G" server --node-id "g$i" --data-dir "$BASE/grackle/g$i" --grpc-addr "127.0.0.1:$((24720 + 10*i))" \
+      --raft-addr "127.0.0.1:$((24720 + 10*i + 1))" --http-addr "" --log-level warn --initial-members "$members" \
+      >"$OUT/grackle-run$run-g$i.log" 2>&1 &
+    PIDS+=($!); pids+="${pids:+,}$!"
   done
   for _ in $(seq 120); do "$G" namespace list --endpoints "$eps" >/dev/null 2>&1 && break; sleep 0.5; done
-  EPS=$eps
+  EPS=$eps SPIDS=$pids
 }
 
-etcd_cluster() { # N -> endpoints in $EPS
-  local n=$1 i cluster="" eps=""
-  rm -rf "$BASE/e$n"
-  for i in $(seq 1 "$n"); do
+# etcd_cluster RUN: a fresh 3-member etcd, every setting but the ports at
+# its default (fsync on).
+etcd_cluster() {
+  local run=$1 i cluster="" eps="" pids=""
+  rm -rf "$BASE/etcd"
+  for i in 1 2 3; do
     cluster+="${cluster:+,}e$i=http://127.0.0.1:$((24800 + 10*i + 1))"
     eps+="${eps:+,}127.0.0.1:$((24800 + 10*i))"
   done
-  for i in $(seq 1 "$n"); do
-    etcd --name "e$i" --data-dir "$BASE/e$n/e$i" \
+  for i in 1 2 3; do
+    etcd --name "e$i" --data-dir "$BASE/etcd/e$i" \
       --listen-client-urls "http://127.0.0.1:$((24800 + 10*i))" --advertise-client-urls "http://127.0.0.1:$((24800 + 10*i))" \
       --listen-peer-urls "http://127.0.0.1:$((24800 + 10*i + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((24800 + 10*i + 1))" \
-      --initial-cluster "$cluster" --initial-cluster-token "bench-$n" --initial-cluster-state new >"$OUT/etcd-$n-e$i.log" 2>&1 &
-    PIDS+=($!)
+      --initial-cluster "$cluster" --initial-cluster-token "compare-$run" --initial-cluster-state new \
+      >"$OUT/etcd-run$run-e$i.log" 2>&1 &
+    PIDS+=($!); pids+="${pids:+,}$!"
   done
-  for _ in $(seq 60); do ETCDCTL_API=3 etcdctl --endpoints "$eps" endpoint health >/dev/null 2>&1 && break; sleep 0.5; done
-  EPS=$eps
+  EPS=$eps SPIDS=$pids
 }
 
-for n in 3 1; do
-  echo "== grackle $n node(s)"
-  grackle_cluster "$n"; eps=$EPS
-  "$G" bench handoff --endpoints "$eps" --label "grackle-${n}node" --duration "$DUR" --warmup "$WARMUP" --repeat "$RUNS" | tee -a "$RES"
-  "$G" bench expiry --endpoints "$eps" --label "grackle-${n}node" --trials 40 --ttl 2 | tee -a "$RES"
+common=(--duration "$DUR" --warmup "$WARMUP" --runs 1 -o json)
+for run in $(seq 1 "$RUNS"); do
+  echo "== run $run: grackle, 3 nodes"
+  grackle_cluster "$run"
+  # shellcheck disable=SC2086
+  "$G" bench all "$WORKLOADS" --endpoints "$EPS" --label grackle --server-pids "$SPIDS" --first-run "$run" "${common[@]}" $BENCH_FLAGS | tee -a "$RES"
   stop_all
   if [ "$ETCD" = 1 ]; then
-    echo "== etcd $n node(s)"
-    etcd_cluster "$n"; eps=$EPS
-    "$BASE/bin/etcdsem" -endpoints "$eps" -label "etcd-${n}node" -workload w2 -duration "$DUR" -warmup "$WARMUP" -repeat "$RUNS" | tee -a "$RES"
+    echo "== run $run: etcd, 3 members"
+    etcd_cluster "$run"
+    # shellcheck disable=SC2086
+    "$BASE/bin/etcdbench" "$WORKLOADS" --endpoints "$EPS" --label etcd --server-pids "$SPIDS" --first-run "$run" "${common[@]}" $BENCH_FLAGS | tee -a "$RES"
     stop_all
   fi
 done
-echo "== results in $RES"
-if [ "$ETCD" = 1 ]; then "$BASE/bin/restable" "$RES" || true; fi
+rm -rf "$BASE/grackle" "$BASE/etcd"
+echo "== results: $RES (logs and versions beside it)"
+cat "$OUT/versions.txt"
+echo
+"$G" bench table "$RES" | tee "$OUT/table.md"

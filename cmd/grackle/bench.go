@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"time"
+	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
@@ -14,97 +14,164 @@ import (
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
-// benchCmd: the load generator behind the figures in the issue notes. It
-// prints RESULT lines in the format of shared/peers' tools.
+// benchCmd: the load generator behind docs/PERFORMANCE.md. The workloads
+// and their output live in bench/, which also drives the etcd recipe of
+// bench/etcd, so both print the same results.
 func (a *app) benchCmd() *cobra.Command {
-	g := a.group("bench", "Measure a running cluster (RESULT lines like shared/peers)")
-	var label string
-	g.PersistentFlags().StringVar(&label, "label", "grackle", "target label written into each RESULT line")
+	g := a.group("bench", "Measure a running cluster: pairs, handoff, leases, reads, expiry (see docs/PERFORMANCE.md)")
+	o := bench.Options{Target: "grackle"}
+	o.Register(g.PersistentFlags())
+	var spread bool
+	var conns int
+	g.PersistentFlags().BoolVar(&spread, "spread", false,
+		"spread the workers over every endpoint (followers forward to the leader); default: all to the leader")
+	g.PersistentFlags().IntVar(&conns, "conns", 1, "gRPC connections per endpoint used; workers take them in turn")
 
-	var hc bench.HandoffConfig
-	var repeat int
-	handoff := &cobra.Command{
-		Use:   "handoff",
-		Short: "W2: contended hand-off on one semaphore (release acknowledged -> next ACQUIRED)",
-		Args:  positional(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if hc.Workers < 1 || hc.Permits < 1 || hc.Duration <= 0 || repeat < 1 {
-				return usagef("workers, permits, duration and repeat must be positive")
+	runner := func(workloads func([]string) ([]string, error)) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			ws, err := workloads(args)
+			if err != nil {
+				return usagef("%v", err)
 			}
-			conn, err := a.dialLeader(cmd.Context())
+			switch a.output {
+			case "table":
+				o.Format = "text"
+			case "json":
+				o.Format = "json"
+			default:
+				return usagef("output: bench prints table (RESULT lines) or json, got %q", a.output)
+			}
+			if conns < 1 {
+				return usagef("conns: must be at least 1, got %d", conns)
+			}
+			if err := o.Validate(); err != nil {
+				return usagef("%v", err)
+			}
+			if isTerminal(a.stderr) {
+				o.Progress = a.stderr
+			}
+			b, closeAll, err := a.grackleBackend(cmd.Context(), spread, conns)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			for run := 1; run <= repeat; run++ {
-				hc.RunID = strconv.FormatInt(time.Now().UnixNano(), 36)
-				r, err := bench.Handoff(cmd.Context(), conn, hc)
-				if err != nil {
+			defer closeAll()
+			if err := bench.RunAll(cmd.Context(), b, o, ws, a.stdout); err != nil {
+				if cmd.Context().Err() != nil {
 					return callError(cmd.Context(), err)
 				}
-				fmt.Fprintln(a.stdout, bench.ResultLine(label, "W2", fmt.Sprintf("run=%d workers=%d permits=%d hold_ms=%g duration_s=%g acquisitions=%d acq_per_s=%.1f self_handoff_frac=%.3f negative_handoffs=%d commits_per_acq=%.2f errors=%d",
-					run, hc.Workers, hc.Permits, float64(hc.Hold)/1e6, hc.Duration.Seconds(), r.Acquisitions, r.AcqPerSecond, r.SelfFraction, r.Negative, r.CommitsPerAcq, r.Errors),
-					r.Handoff.Fields("handoff"), r.HandoffOther.Fields("handoff_other"), r.Wait.Fields("acqwait"), r.Release.Fields("rel")))
-				if r.LastError != nil {
-					fmt.Fprintln(a.stderr, "grackle: bench: last error:", r.LastError)
-				}
+				return &exitError{code: exitCallFailed, msg: oneLine("bench: " + err.Error())}
 			}
 			return nil
-		},
+		}
 	}
-	fs := handoff.Flags()
-	fs.IntVar(&hc.Workers, "workers", 8, "concurrent workers, each with its own lease")
-	fs.Int64Var(&hc.Permits, "permits", 1, "permits of the semaphore")
-	fs.DurationVar(&hc.Hold, "hold", time.Millisecond, "how long a holder keeps the permit")
-	fs.DurationVar(&hc.Duration, "duration", 20*time.Second, "measured window")
-	fs.DurationVar(&hc.Warmup, "warmup", 2*time.Second, "unmeasured time before the window")
-	fs.Int64Var(&hc.TTL, "ttl", 60, "lease TTL in seconds (refreshed at TTL/3)")
-	fs.IntVar(&repeat, "repeat", 1, "runs")
+	for _, w := range bench.Workloads {
+		g.AddCommand(&cobra.Command{
+			Use:   w,
+			Short: "Run the " + w + " workload",
+			Args:  positional(),
+			RunE:  runner(func([]string) ([]string, error) { return []string{w}, nil }),
+		})
+	}
+	g.AddCommand(&cobra.Command{
+		Use:   "all [WORKLOADS]",
+		Short: "Run several workloads in turn: a comma-separated list, or every one (run 1 of each, then run 2...)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: runner(func(args []string) ([]string, error) {
+			if len(args) == 0 {
+				return bench.Workloads, nil
+			}
+			return bench.ParseWorkloads(args[0])
+		}),
+	})
 
-	var ec bench.ExpiryConfig
-	expiry := &cobra.Command{
-		Use:   "expiry",
-		Short: "Lease-expiry lateness: holder's expires_at -> the waiter's ACQUIRED",
-		Args:  positional(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if ec.Trials < 1 || ec.TTL < 1 {
-				return usagef("trials and ttl must be positive")
+	var base string
+	table := &cobra.Command{
+		Use:   "table FILE...",
+		Short: "Print JSON results (-o json, of any target) as one Markdown table with throughput ratios",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var all []bench.Result
+			for _, p := range args {
+				f, err := os.Open(p)
+				if err != nil {
+					return &exitError{code: exitCallFailed, msg: oneLine(err.Error())}
+				}
+				rs, err := bench.ReadResults(f)
+				f.Close()
+				if err != nil {
+					return &exitError{code: exitCallFailed, msg: oneLine(p + ": " + err.Error())}
+				}
+				all = append(all, rs...)
 			}
-			conn, err := a.dialLeader(cmd.Context())
-			if err != nil {
-				return err
+			if err := bench.Table(a.stdout, all, base); err != nil {
+				return &exitError{code: exitCallFailed, msg: oneLine(err.Error())}
 			}
-			defer conn.Close()
-			ec.RunID = strconv.FormatInt(time.Now().UnixNano(), 36)
-			r, err := bench.ExpiryLateness(cmd.Context(), conn, ec)
-			if err != nil {
-				return callError(cmd.Context(), err)
-			}
-			fmt.Fprintln(a.stdout, bench.ResultLine(label, "expiry", fmt.Sprintf("trials=%d ttl_s=%d errors=%d", ec.Trials, ec.TTL, r.Errors),
-				r.Lateness.Fields("lateness")))
 			return nil
 		},
 	}
-	expiry.Flags().IntVar(&ec.Trials, "trials", 50, "holders whose lease expires (run concurrently, staggered)")
-	expiry.Flags().Int64Var(&ec.TTL, "ttl", 2, "TTL of the expiring leases, seconds")
-	g.AddCommand(handoff, expiry)
+	table.Flags().StringVar(&base, "base", "", "target the ratios divide by (default: the last target)")
+	g.AddCommand(table)
 	return g
 }
 
-// dialLeader connects to the leader (asked of the first reachable
-// endpoint), so the workload measures the leader path, not forwarding.
-func (a *app) dialLeader(ctx context.Context) (*grpc.ClientConn, error) {
-	conn, _, err := dialFirst(ctx, a.endpoints, connectTimeout)
-	if err != nil {
-		return nil, callError(ctx, err)
+// isTerminal reports whether w is a terminal (the progress line is for
+// people, not for files and pipes).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
 	}
-	st, err := pb.NewClusterServiceClient(conn).GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
-	conn.Close()
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// grackleBackend connects to the leader (asked of the first reachable
+// endpoint), and with spread to every endpoint, conns times each.
+func (a *app) grackleBackend(ctx context.Context, spread bool, conns int) (*bench.Grackle, func(), error) {
+	first, _, err := dialFirst(ctx, a.endpoints, connectTimeout)
 	if err != nil {
-		return nil, callError(ctx, err)
+		return nil, nil, callError(ctx, err)
+	}
+	st, err := pb.NewClusterServiceClient(first).GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
+	first.Close()
+	if err != nil {
+		return nil, nil, callError(ctx, err)
 	}
 	if st.LeaderAddress == "" {
-		return nil, &exitError{code: exitCallFailed, msg: "no leader known"}
+		return nil, nil, &exitError{code: exitCallFailed, msg: "no leader known"}
 	}
-	return grpc.NewClient(st.LeaderAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	targets := []string{st.LeaderAddress}
+	if spread {
+		targets = a.endpoints
+	}
+	var all []*grpc.ClientConn
+	closeAll := func() {
+		for _, c := range all {
+			c.Close()
+		}
+	}
+	dial := func(t string) (*grpc.ClientConn, error) {
+		c, err := grpc.NewClient(t, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			closeAll()
+			return nil, &exitError{code: exitCallFailed, msg: oneLine(fmt.Sprintf("%s: %v", t, err))}
+		}
+		all = append(all, c)
+		return c, nil
+	}
+	leader, err := dial(st.LeaderAddress)
+	if err != nil {
+		return nil, nil, err
+	}
+	var work []*grpc.ClientConn
+	for i := 0; i < conns; i++ {
+		for _, t := range targets {
+			c, err := dial(t)
+			if err != nil {
+				return nil, nil, err
+			}
+			work = append(work, c)
+		}
+	}
+	return bench.NewGrackle(work, leader), closeAll, nil
 }

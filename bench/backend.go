@@ -1,0 +1,53 @@
+package bench
+
+import (
+	"context"
+	"time"
+)
+
+// Backend is a coordination service the workloads drive: Grackle through
+// its gRPC API (NewGrackle), or a recipe on another system (bench/etcd
+// holds one for etcd, in its own module). Methods are called from many
+// goroutines at once.
+type Backend interface {
+	// Setup prepares a run: everything it creates is named after runID
+	// and removed by Cleanup.
+	Setup(ctx context.Context, runID string) error
+	Cleanup(ctx context.Context) error
+	// CreateSemaphore creates a semaphore of the run.
+	CreateSemaphore(ctx context.Context, name string, permits int64) error
+	// NewSession creates a lease with the given TTL for worker w (which
+	// picks the worker's connection), refreshed at TTL/3 when keepAlive.
+	NewSession(ctx context.Context, w int, ttl time.Duration, keepAlive bool) (Session, error)
+	// Read is one linearizable read of a semaphore's state, from worker w.
+	Read(ctx context.Context, w int, semaphore string) error
+	// CommitIndex is the leader's commit position (Raft index), from which
+	// the commits per operation are counted.
+	CommitIndex(ctx context.Context) (uint64, error)
+}
+
+// Session is one lease and the acquisitions made under it.
+type Session interface {
+	// Acquire takes weight permits, waiting up to timeout for them (0:
+	// not at all; not getting them is an error).
+	Acquire(ctx context.Context, semaphore string, weight int64, timeout time.Duration) (Grant, error)
+	// Release gives the permits back and returns the release's commit
+	// position.
+	Release(ctx context.Context, semaphore string) (uint64, error)
+	// Touch is one replicated write that changes nothing a workload reads
+	// (it measures one commit's latency).
+	Touch(ctx context.Context) error
+	// Close revokes the lease (and so releases what it holds).
+	Close(ctx context.Context) error
+}
+
+// Grant describes an acquisition.
+type Grant struct {
+	// Based is the commit position of the write that made the grant
+	// possible: the release that freed the permits for a waiter, the
+	// acquire's own write otherwise. A hand-off is paired with the last
+	// release at or before it.
+	Based uint64
+	// Expires is when the holder's lease expires unless refreshed.
+	Expires time.Time
+}

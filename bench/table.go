@@ -1,0 +1,161 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// A row of the comparison table: one figure of one workload.
+type row struct {
+	workload, figure string
+	value            func(Result) (float64, bool)
+	digits           int
+	ratio            bool // a throughput: show target / base
+}
+
+func metric(name string) func(Result) (float64, bool) {
+	return func(r Result) (float64, bool) { return r.Metrics.Get(name) }
+}
+
+func rate(r Result) (float64, bool) { return r.Rate, true }
+
+var tableRows = []row{
+	{"pairs", "acquire+release pairs/s", rate, 0, true},
+	{"pairs", "acquire p50 / p99 ms", nil, 2, false},
+	{"pairs", "commits per pair", metric("commits_per_op"), 2, false},
+	{"pairs", "server CPU µs per pair", metric("server_cpu_us_per_op"), 0, false},
+	{"handoff", "acquisitions/s", rate, 0, true},
+	{"handoff", "share of 1 / (hold + one commit)", metric("of_limit"), 2, false},
+	{"handoff", "hand-off p50 / p99 ms", nil, 3, false},
+	{"handoff", "self hand-off share", metric("self_handoff_frac"), 2, false},
+	{"handoff", "commits per acquisition", metric("commits_per_op"), 2, false},
+	{"leases", "create+revoke leases/s", rate, 0, true},
+	{"leases", "create p50 / p99 ms", nil, 2, false},
+	{"leases", "server CPU µs per lease", metric("server_cpu_us_per_op"), 0, false},
+	{"reads", "linearizable reads/s", rate, 0, true},
+	{"reads", "read p50 / p99 ms", nil, 2, false},
+	{"reads", "server CPU µs per read", metric("server_cpu_us_per_op"), 0, false},
+	{"expiry", "lateness p50 / p99 ms", nil, 1, false},
+}
+
+// pairOf names the latency series behind the "p50 / p99" rows.
+var pairOf = map[string]string{"pairs": "acquire", "handoff": "handoff", "leases": "create", "reads": "read", "expiry": "lateness"}
+
+// Table writes a Markdown table of results: one column per target (in
+// order of appearance), every run's value separated by " / ", and for
+// throughputs the ratio of each target's mean to base's (base "": the
+// last target).
+func Table(w io.Writer, results []Result, base string) error {
+	var targets []string
+	by := map[string]map[string][]Result{} // target -> workload -> runs
+	for _, r := range results {
+		if by[r.Target] == nil {
+			by[r.Target] = map[string][]Result{}
+			targets = append(targets, r.Target)
+		}
+		by[r.Target][r.Workload] = append(by[r.Target][r.Workload], r)
+	}
+	if len(targets) == 0 {
+		return fmt.Errorf("no results")
+	}
+	if base == "" {
+		base = targets[len(targets)-1]
+	}
+	if by[base] == nil {
+		return fmt.Errorf("base target %q has no results (targets: %s)", base, strings.Join(targets, ", "))
+	}
+	var others []string
+	for _, t := range targets {
+		if t != base {
+			others = append(others, t)
+		}
+	}
+	head := []string{"workload", "figure"}
+	head = append(head, targets...)
+	for _, t := range others {
+		head = append(head, t+" / "+base)
+	}
+	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat(" --- |", len(head)))
+	for _, rw := range tableRows {
+		cells := []string{rw.workload, rw.figure}
+		any := false
+		for _, t := range targets {
+			c := cell(by[t][rw.workload], rw)
+			any = any || c != "–"
+			cells = append(cells, c)
+		}
+		if !any {
+			continue
+		}
+		for _, t := range others {
+			c := ""
+			if rw.ratio {
+				a, okA := mean(by[t][rw.workload], rw.value)
+				b, okB := mean(by[base][rw.workload], rw.value)
+				if okA && okB && b > 0 {
+					c = fmt.Sprintf("%.2fx", a/b)
+				}
+			}
+			cells = append(cells, c)
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+	return nil
+}
+
+func cell(runs []Result, rw row) string {
+	var parts []string
+	for _, r := range runs {
+		if rw.value == nil {
+			s, ok := r.Latency[pairOf[rw.workload]]
+			if !ok || s.N == 0 {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s/%s", group(s.P50, rw.digits), group(s.P99, rw.digits)))
+			continue
+		}
+		if v, ok := rw.value(r); ok {
+			parts = append(parts, group(v, rw.digits))
+		}
+	}
+	if len(parts) == 0 {
+		return "–"
+	}
+	return strings.Join(parts, " / ")
+}
+
+func mean(runs []Result, f func(Result) (float64, bool)) (float64, bool) {
+	sum, n := 0.0, 0
+	for _, r := range runs {
+		if v, ok := f(r); ok {
+			sum += v
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return sum / float64(n), true
+}
+
+// group formats v with digits decimals and thousands separators.
+func group(v float64, digits int) string {
+	s := fmt.Sprintf("%.*f", digits, math.Abs(v))
+	intPart, frac := s, ""
+	if i := strings.IndexByte(s, '.'); i >= 0 {
+		intPart, frac = s[:i], s[i:]
+	}
+	var b strings.Builder
+	if v < 0 {
+		b.WriteByte('-')
+	}
+	for i, c := range intPart {
+		if i > 0 && (len(intPart)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String() + frac
+}
