@@ -100,6 +100,7 @@ for run in $(seq 1 "$RUNS"); do
   fi
 done
 rm -rf "$BASE/grackle" "$BASE/etcd"
+uptime >>"$OUT/versions.txt"
 echo "== results: $RES (logs and versions beside it)"
 cat "$OUT/versions.txt"
 echo

@@ -20,7 +20,7 @@ const (
 // Hist is a latency histogram. It is not safe for concurrent use.
 type Hist struct {
 	h *hdr.Histogram
-	// negative counts samples below zero (recorded as zero): a W2 hand-off
+	// negative counts samples below zero (recorded as zero): a hand-off
 	// whose ACQUIRED response was seen before its release's reply.
 	negative int64
 }

@@ -64,10 +64,17 @@ func (a *app) benchCmd() *cobra.Command {
 			return nil
 		}
 	}
+	short := map[string]string{
+		"pairs":   "Uncontended: each worker its own lease and semaphore, acquire weight 1 then release",
+		"handoff": "Contended: one semaphore of --permits 1, workers acquire, hold --hold, release (FIFO hand-off)",
+		"leases":  "Lease churn: create a lease, then revoke it",
+		"reads":   "Linearizable GetSemaphore, each worker on its own semaphore",
+		"expiry":  "Expiry lateness: holders whose lease expires while a waiter waits",
+	}
 	for _, w := range bench.Workloads {
 		g.AddCommand(&cobra.Command{
 			Use:   w,
-			Short: "Run the " + w + " workload",
+			Short: short[w],
 			Args:  positional(),
 			RunE:  runner(func([]string) ([]string, error) { return []string{w}, nil }),
 		})
