@@ -189,7 +189,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		}
 		if err := sleepCtx(dctx, c.backoff(attempt)); err != nil {
 			c.Close()
-			return nil, fmt.Errorf("grackle client: no endpoint of %v answered within %v: %v", cfg.Endpoints, cfg.DialTimeout, res.lastErr)
+			return nil, status.Errorf(codes.Unavailable, "no endpoint of %v answered within %v; last error: %s", cfg.Endpoints, cfg.DialTimeout, status.Convert(res.lastErr).Message())
 		}
 	}
 }

@@ -60,8 +60,18 @@ func TestUsageErrors(t *testing.T) {
 			nil, "grackle: semaphore acquire: --lease is required (create one with: grackle lease create ns --process-id ...)"},
 		{[]string{"semaphore", "acquire", "ns", "s", "--lease", "ls_x", "--weight", "0"},
 			nil, "grackle: semaphore acquire: weight: must be at least 1, got 0"},
+		{[]string{"semaphore", "acquire", "ns", "s", "--lease", "ls_x", "--wait", "-1"},
+			nil, "grackle: semaphore acquire: wait: must not be negative, got -1s"},
+		{[]string{"semaphore", "acquire", "ns", "s", "--lease", "ls_x", "--wait", "soon"},
+			nil, `grackle: semaphore acquire: invalid argument "soon" for "--wait" flag: "soon": want a duration like 30s, 1m or 250ms (a bare number is seconds)`},
 		{[]string{"semaphore", "acquire", "ns", "s", "--lease", "ls_x", "--timeout", "-1"},
-			nil, "grackle: semaphore acquire: timeout: must be 0 or more seconds, got -1"},
+			nil, "grackle: semaphore acquire: timeout: must be positive, got -1s"},
+		{[]string{"semaphore", "list", "ns", "-o", "template={{.x"},
+			nil, "grackle: semaphore list: output: bad template: template: output:1: unclosed action"},
+		{[]string{"run", "--namespace", "ns", "--semaphore", "s", "--wait", "-5s", "--", "true"},
+			nil, "grackle: run: wait and grace: must not be negative, got -5s and 10s"},
+		{[]string{"run", "--namespace", "ns", "--semaphore", "s", "--ttl", "0", "--", "true"},
+			nil, "grackle: run: ttl: must be at least 1s, got 0s"},
 		{[]string{"semaphore", "release", "ns", "s"},
 			nil, "grackle: semaphore release: --lease is required"},
 		{[]string{"semaphore", "update", "ns", "s"},
@@ -83,15 +93,15 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"lease", "create", "ns"},
 			nil, "grackle: lease create: --process-id is required (any label of the caller, e.g. host-123/pid-4567)"},
 		{[]string{"lease", "create", "ns", "--process-id", "p", "--ttl", "0"},
-			nil, "grackle: lease create: ttl: must be at least 1 second, got 0"},
+			nil, "grackle: lease create: ttl: must be at least 1s, got 0s"},
 		{[]string{"lease", "list", "ns", "--bogus"},
 			nil, "grackle: lease list: unknown flag: --bogus"},
 		{[]string{"lease", "get", "ns", "ls_x", "-o", "yaml"},
-			nil, `grackle: lease get: output: must be table, json or id, got "yaml"`},
+			nil, `grackle: lease get: output: must be table, json, id or template='{{...}}', got "yaml"`},
 		{[]string{"lease", "get", "ns", "ls_x"},
-			map[string]string{"GRACKLE_OUTPUT": "xml"}, `grackle: lease get: output: must be table, json or id, got "xml"`},
+			map[string]string{"GRACKLE_OUTPUT": "xml"}, `grackle: lease get: output: must be table, json, id or template='{{...}}', got "xml"`},
 		{[]string{"lease", "get", "ns", "ls_x"},
-			map[string]string{"GRACKLE_TIMEOUT": "soon"}, `grackle: lease get: GRACKLE_TIMEOUT: invalid argument "soon" for "--timeout" flag: time: invalid duration "soon"`},
+			map[string]string{"GRACKLE_TIMEOUT": "soon"}, `grackle: lease get: GRACKLE_TIMEOUT: invalid argument "soon" for "--timeout" flag: "soon": want a duration like 30s, 1m or 250ms (a bare number is seconds)`},
 		{[]string{"lease", "get", "ns", "ls_x", "--timeout", "0s"},
 			nil, "grackle: lease get: timeout: must be positive, got 0s"},
 		{[]string{"cluster", "add", "n4", "--grpc-addr", "h:1"},
@@ -117,7 +127,7 @@ func TestHelpIsNotAnError(t *testing.T) {
 		}
 	}
 	r := runCLI(t, nil, "semaphore", "acquire", "--help")
-	for _, s := range []string{"--lease", "--weight", "--timeout int", "--metadata", "--endpoints", "-o, --output"} {
+	for _, s := range []string{"--lease", "--weight", "--wait duration", "--timeout duration", "--quiet", "--metadata", "--endpoints", "-o, --output"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("acquire --help lacks %q:\n%s", s, r.stdout)
 		}

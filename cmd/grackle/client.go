@@ -8,20 +8,18 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/client"
+	"github.com/grackle-coord/grackle/internal/statusline"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/tlsutil"
 )
@@ -85,15 +83,20 @@ func (a *app) group(use, short string, aliases ...string) *cobra.Command {
 	fs := cmd.PersistentFlags()
 	fs.StringSliceVar(&a.endpoints, flagEndpoints, []string{defaultEndpoint},
 		"gRPC addresses (host:port, comma-separated) tried in order until one connects [$GRACKLE_ENDPOINTS]")
-	fs.DurationVar(&a.timeout, flagTimeout, defaultTimeout,
-		"deadline of each call [$GRACKLE_TIMEOUT]")
+	durationVar(fs, &a.timeout, flagTimeout, defaultTimeout,
+		"deadline of each call, retries included (a Go duration; a bare number is seconds) [$GRACKLE_TIMEOUT]")
 	fs.StringVarP(&a.output, flagOutput, "o", "table",
-		"output format: table, json (protojson, proto field names) or id [$GRACKLE_OUTPUT]")
+		"output: table, json (counts as numbers, timestamps as strings beside their RFC 3339 form), id, or template='{{.field}}' [$GRACKLE_OUTPUT]")
+	a.securityFlags(fs)
+	return cmd
+}
+
+// securityFlags are the TLS and token flags of the client commands.
+func (a *app) securityFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&a.cacert, "cacert", "", "connect with TLS, verifying the server with this CA file (PEM) [$GRACKLE_CACERT]")
 	fs.StringVar(&a.cert, "cert", "", "client certificate (PEM) for servers that require mutual TLS; implies TLS [$GRACKLE_CERT]")
 	fs.StringVar(&a.key, "key", "", "the client certificate's private key (PEM) [$GRACKLE_KEY]")
 	fs.StringVar(&a.token, "token", "", "access token of a server started with --acl [$GRACKLE_TOKEN]")
-	return cmd
 }
 
 // tlsConfig is the client TLS of --cacert, --cert and --key (nil: none
@@ -109,26 +112,9 @@ func (a *app) tlsConfig() (*tls.Config, error) {
 	return c, nil
 }
 
-// dialOptions are the transport credentials and token of the client
-// flags. onHandshake sees each TLS handshake error.
-func (a *app) dialOptions(onHandshake func(error)) []grpc.DialOption {
-	creds := insecure.NewCredentials()
-	if a.tls != nil {
-		cfg := a.tls
-		creds = tlsutil.ClientCreds(func() *tls.Config { return cfg }, onHandshake)
-	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
-	if a.token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(tlsutil.Token(a.token)))
-	}
-	return opts
-}
-
 func (a *app) checkClientFlags() error {
-	switch a.output {
-	case "table", "json", "id":
-	default:
-		return usagef("output: must be table, json or id, got %q", a.output)
+	if err := checkOutput(a.output); err != nil {
+		return err
 	}
 	if a.timeout <= 0 {
 		return usagef("timeout: must be positive, got %s", a.timeout)
@@ -232,123 +218,115 @@ func changed(cmd *cobra.Command, names ...string) bool {
 	return false
 }
 
-// clients are the stubs of one connection.
+// clients are what a command calls: the Go client (client/), which finds
+// the leader, follows it across elections and retries what is safe to
+// retry, exposed as both gRPC service interfaces.
 type clients struct {
-	api      pb.GrackleServiceClient
-	cluster  pb.ClusterServiceClient
-	endpoint string
+	api     pb.GrackleServiceClient
+	cluster pb.ClusterServiceClient
+	client  *client.Client
 }
 
-// call connects to the first reachable endpoint and runs fn with a
-// deadline of --timeout plus extra (the server-side wait of an acquire).
-// Errors become one-line exit errors.
+// client returns the command's Go client, connecting on first use. It is
+// closed when the command ends.
+func (a *app) client(ctx context.Context) (*client.Client, error) {
+	if a.cli != nil {
+		return a.cli, nil
+	}
+	cli, err := client.New(ctx, a.clientConfig())
+	if err != nil {
+		return nil, err
+	}
+	a.cli = cli
+	return cli, nil
+}
+
+// clientConfig is the Go client's configuration for the client flags.
+func (a *app) clientConfig() client.Config {
+	return client.Config{
+		Endpoints:   a.endpoints,
+		DialTimeout: min(a.timeout, connectTimeout),
+		// One call's retries end with its deadline (--timeout).
+		RetryTimeout: -1,
+		Logger:       a.logger(),
+		TLS:          a.tls,
+		Token:        a.token,
+	}
+}
+
+// logger writes the client's warnings to stderr, one line each, unless
+// --quiet.
+func (a *app) logger() hclog.Logger {
+	if a.quiet {
+		return hclog.NewNullLogger()
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: "grackle", Level: hclog.Warn, Output: a.stderr, DisableTime: true})
+}
+
+func (a *app) closeClient() {
+	if a.cli != nil {
+		a.cli.Close()
+		a.cli = nil
+	}
+}
+
+// cmdContext is the command's context (cancelled on SIGINT/SIGTERM).
+func cmdContext(cmd *cobra.Command) context.Context {
+	if ctx := cmd.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}
+
+// call runs fn through the Go client with a deadline of --timeout plus
+// extra (the server-side wait of an acquire). Errors become one-line exit
+// errors.
 func call[T any](a *app, cmd *cobra.Command, extra time.Duration, fn func(context.Context, clients) (T, error)) (T, error) {
 	var zero T
-	ctx := cmd.Context()
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	conn, ep, err := a.dialFirst(ctx, min(a.timeout, connectTimeout))
+	ctx := cmdContext(cmd)
+	cctx, cancel := context.WithTimeout(ctx, a.timeout+extra)
+	defer cancel()
+	cli, err := a.client(cctx)
 	if err != nil {
 		return zero, callError(ctx, err)
 	}
-	defer conn.Close()
-	cctx, cancel := context.WithTimeout(ctx, a.timeout+extra)
-	defer cancel()
-	resp, err := fn(cctx, clients{api: pb.NewGrackleServiceClient(conn), cluster: pb.NewClusterServiceClient(conn), endpoint: ep})
+	resp, err := fn(cctx, clients{api: cli, cluster: cli, client: cli})
 	if err != nil {
 		return zero, callError(ctx, err)
 	}
 	return resp, nil
 }
 
-// callError turns a call's error into "Code: message" (exit 1), or
-// "interrupted" (exit 130) when the parent context was cancelled.
+// callError turns a call's error into its exit error: "interrupted" (130)
+// when the parent context was cancelled; "Code: message" with exit 2 for
+// InvalidArgument (the server rejected the input, as a local check
+// would), 1 for any other failure.
 func callError(parent context.Context, err error) error {
 	if parent.Err() != nil && errors.Is(parent.Err(), context.Canceled) {
 		return &exitError{code: exitInterrupted, msg: "interrupted"}
 	}
-	st := status.Convert(err)
-	return &exitError{code: exitCallFailed, msg: oneLine(fmt.Sprintf("%s: %s", st.Code(), st.Message()))}
-}
-
-// dialFirst is dialFirst with the client flags' credentials.
-func (a *app) dialFirst(ctx context.Context, perTry time.Duration) (*grpc.ClientConn, string, error) {
-	return dialFirst(ctx, a.endpoints, perTry, a)
-}
-
-// dialFirst returns a ready connection to the first endpoint that accepts
-// one within perTry. The server forwards calls to the leader, so any
-// reachable node will do. a (if not nil) gives the credentials.
-func dialFirst(ctx context.Context, endpoints []string, perTry time.Duration, a ...*app) (*grpc.ClientConn, string, error) {
-	var why []string
-	for _, ep := range endpoints {
-		var (
-			mu      sync.Mutex
-			lastErr error
-		)
-		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-		if len(a) > 0 && a[0] != nil {
-			opts = a[0].dialOptions(func(err error) {
-				mu.Lock()
-				lastErr = err
-				mu.Unlock()
-			})
-		}
-		dialer := func(ctx context.Context, addr string) (net.Conn, error) {
-			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-			if err != nil {
-				mu.Lock()
-				lastErr = err
-				mu.Unlock()
-			}
-			return c, err
-		}
-		conn, err := grpc.NewClient(ep, append(opts, grpc.WithContextDialer(dialer))...)
-		if err != nil {
-			why = append(why, fmt.Sprintf("%s: %v", ep, err))
-			continue
-		}
-		tctx, cancel := context.WithTimeout(ctx, perTry)
-		ok := waitReady(tctx, conn)
-		cancel()
-		if ok {
-			return conn, ep, nil
-		}
-		conn.Close()
-		if ctx.Err() != nil {
-			return nil, "", ctx.Err()
-		}
-		mu.Lock()
-		reason := "not reachable within " + perTry.String()
-		var opErr *net.OpError
-		if errors.As(lastErr, &opErr) && opErr.Err != nil {
-			reason = opErr.Err.Error() // "connect: connection refused"
-		} else if lastErr != nil {
-			reason = lastErr.Error()
-		}
-		mu.Unlock()
-		why = append(why, fmt.Sprintf("%s: %s", ep, reason))
-	}
-	return nil, "", status.Errorf(codes.Unavailable, "no endpoint reachable (%s)", strings.Join(why, "; "))
-}
-
-// waitReady connects conn and waits until it is ready (true) or has
-// failed or ctx is done (false).
-func waitReady(ctx context.Context, conn *grpc.ClientConn) bool {
-	conn.Connect()
-	for {
-		s := conn.GetState()
-		switch s {
-		case connectivity.Ready:
-			return true
-		case connectivity.TransientFailure, connectivity.Shutdown:
-			return false
-		}
-		if !conn.WaitForStateChange(ctx, s) {
-			return false
+	st, ok := status.FromError(err)
+	if !ok {
+		var se interface{ GRPCStatus() *status.Status }
+		if errors.As(err, &se) {
+			st, ok = se.GRPCStatus(), true
 		}
 	}
+	if !ok {
+		return &exitError{code: exitCallFailed, msg: oneLine(err.Error())}
+	}
+	code := exitCallFailed
+	if st.Code() == codes.InvalidArgument {
+		code = exitUsage
+	}
+	return &exitError{code: code, grpcCode: st.Code(), msg: oneLine(fmt.Sprintf("%s: %s", st.Code(), st.Message()))}
+}
+
+// isNotFound reports whether a command's error is the server's NotFound
+// (callError keeps the gRPC code in the exitError).
+func isNotFound(err error) bool {
+	var ee *exitError
+	return errors.As(err, &ee) && ee.grpcCode == codes.NotFound
 }
 
 // sortedKeys returns m's keys in order.
@@ -359,4 +337,18 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// quietFlag registers --quiet (no status line, no client warnings).
+func (a *app) quietFlag(cmd *cobra.Command) {
+	cmd.Flags().BoolVarP(&a.quiet, "quiet", "q", false, "no status line while waiting, no client warnings on stderr")
+}
+
+// statusLine is the status line of a waiting command: on stdout when it is
+// a terminal, unless --quiet.
+func (a *app) statusLine() *statusline.Line {
+	if a.quiet || a.isTerminal == nil || !a.isTerminal(a.stdout) {
+		return nil
+	}
+	return statusline.New(a.stdout, true)
 }

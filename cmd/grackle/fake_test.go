@@ -25,6 +25,8 @@ type fakeServer struct {
 	pb.UnimplementedGrackleServiceServer
 	pb.UnimplementedClusterServiceServer
 
+	addr string // where it listens: the leader it names
+
 	mu         sync.Mutex
 	namespaces map[string]*pb.Namespace
 	semaphores map[string]*pb.Semaphore // by semaphore name (one namespace is enough here)
@@ -107,8 +109,9 @@ func (f *fakeServer) DeleteNamespace(ctx context.Context, r *pb.DeleteNamespaceR
 	f.record(ctx, r)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	_, existed := f.namespaces[r.NamespaceName]
 	delete(f.namespaces, r.NamespaceName)
-	return &pb.DeleteNamespaceResponse{}, nil
+	return &pb.DeleteNamespaceResponse{Existed: existed}, nil
 }
 
 func (f *fakeServer) CreateSemaphore(ctx context.Context, r *pb.CreateSemaphoreRequest) (*pb.CreateSemaphoreResponse, error) {
@@ -190,8 +193,8 @@ func (f *fakeServer) RefreshSemaphoreLease(ctx context.Context, r *pb.RefreshSem
 
 func (f *fakeServer) GetClusterStatus(ctx context.Context, r *pb.GetClusterStatusRequest) (*pb.GetClusterStatusResponse, error) {
 	f.record(ctx, r)
-	return &pb.GetClusterStatusResponse{LeaderId: "n1", LeaderAddress: "127.0.0.1:7420", Term: 2, CommitIndex: 9, AppliedIndex: 9,
-		Members: []*pb.Member{{NodeId: "n1", RaftAddress: "127.0.0.1:7421", GrpcAddress: "127.0.0.1:7420", Suffrage: "voter", State: "leader"}}}, nil
+	return &pb.GetClusterStatusResponse{LeaderId: "n1", LeaderAddress: f.addr, Term: 2, CommitIndex: 9, AppliedIndex: 9,
+		Members: []*pb.Member{{NodeId: "n1", RaftAddress: "127.0.0.1:7421", GrpcAddress: f.addr, Suffrage: "voter", State: "leader"}}}, nil
 }
 
 // startFake serves a fresh fake on 127.0.0.1:0 and returns it with its address.
@@ -205,9 +208,10 @@ func startFake(t *testing.T) (*fakeServer, string) {
 	srv := grpc.NewServer()
 	pb.RegisterGrackleServiceServer(srv, f)
 	pb.RegisterClusterServiceServer(srv, f)
+	f.addr = lis.Addr().String()
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
-	return f, lis.Addr().String()
+	return f, f.addr
 }
 
 // closedAddr is a loopback address nothing listens on.
@@ -276,15 +280,15 @@ func TestClientAgainstFake(t *testing.T) {
 		var out struct {
 			Namespace struct {
 				Description string `json:"description"`
-				Version     string `json:"version"`
+				Version     int64  `json:"version"`
 			} `json:"namespace"`
 		}
-		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Namespace.Version != "2" || out.Namespace.Description != "EU partners" {
+		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Namespace.Version != 2 || out.Namespace.Description != "EU partners" {
 			t.Errorf("json %v: %s", err, r.stdout)
 		}
 
 		r = runCLI(t, env, "namespace", "update", "third_parties", "--clear-metadata", "--expected-version", "1")
-		if r.code != exitCallFailed || r.stderr != "grackle: InvalidArgument: version mismatch\n" {
+		if r.code != exitUsage || r.stderr != "grackle: InvalidArgument: version mismatch\n" {
 			t.Fatalf("stale version: code %d stderr %q", r.code, r.stderr)
 		}
 	})
@@ -304,7 +308,7 @@ func TestClientAgainstFake(t *testing.T) {
 			t.Errorf("page 2: %q", r.stdout)
 		}
 		r = runCLI(t, env, "namespace", "list", "--page-token", "junk")
-		if r.code != exitCallFailed || r.stderr != "grackle: InvalidArgument: pagination_token: malformed\n" {
+		if r.code != exitUsage || r.stderr != "grackle: InvalidArgument: pagination_token: malformed\n" {
 			t.Errorf("junk token: code %d stderr %q", r.code, r.stderr)
 		}
 	})
@@ -318,7 +322,7 @@ func TestClientAgainstFake(t *testing.T) {
 			t.Fatalf("%v: %s", err, r.stdout)
 		}
 		lease, _ = out["lease"]["lease_id"].(string)
-		if !strings.HasPrefix(lease, "ls_") || out["lease"]["process_id"] != "host-123/pid-4567" || out["lease"]["ttl_seconds"] != "60" {
+		if !strings.HasPrefix(lease, "ls_") || out["lease"]["process_id"] != "host-123/pid-4567" || out["lease"]["ttl_seconds"] != float64(60) {
 			t.Fatalf("json: %s", r.stdout)
 		}
 	})
@@ -341,7 +345,7 @@ func TestClientAgainstFake(t *testing.T) {
 		// Acquired: exit 0, the fencing token with -o id, and a deadline
 		// beyond the server-side wait.
 		r := runCLI(t, env, "semaphore", "acquire", "third_parties", "partner_1", "--lease", lease,
-			"--weight", "3", "--timeout", "60", "--metadata", "job=7", "-o", "id")
+			"--weight", "3", "--wait", "60", "--metadata", "job=7", "-o", "id")
 		wantOK(t, r)
 		if r.stdout != "77\n" {
 			t.Errorf("id: %q", r.stdout)
@@ -359,12 +363,12 @@ func TestClientAgainstFake(t *testing.T) {
 		// UNAVAILABLE: response still printed, exit 3, one line on stderr.
 		r = runCLI(t, env, "semaphore", "acquire", "third_parties", "partner_1", "--lease", lease, "--weight", "3", "-o", "json")
 		if r.code != exitNotAcquired || !strings.Contains(r.stdout, `"outcome": "ACQUIRE_OUTCOME_UNAVAILABLE"`) ||
-			r.stderr != "grackle: semaphore acquire: UNAVAILABLE: \"partner_1\" not acquired at once (3 of 5 permits held by 1 holder(s), wanted 3; --timeout N waits)\n" {
+			r.stderr != "grackle: semaphore acquire: UNAVAILABLE: \"partner_1\" not acquired at once (3 of 5 permits held by 1 holder(s), wanted 3; --wait 30s waits)\n" {
 			t.Errorf("unavailable: code %d stderr %q stdout %s", r.code, r.stderr, r.stdout)
 		}
 
 		// TIMED_OUT.
-		r = runCLI(t, env, "semaphore", "acquire", "third_parties", "partner_1", "--lease", lease, "--weight", "3", "--timeout", "1")
+		r = runCLI(t, env, "semaphore", "acquire", "third_parties", "partner_1", "--lease", lease, "--weight", "3", "--wait", "1s")
 		if r.code != exitNotAcquired || !strings.HasPrefix(r.stdout, "Outcome:       TIMED_OUT\n") ||
 			r.stderr != "grackle: semaphore acquire: TIMED_OUT: \"partner_1\" not acquired within 1s (3 of 5 permits held by 1 holder(s), wanted 3)\n" {
 			t.Errorf("timed out: code %d stderr %q stdout %s", r.code, r.stderr, r.stdout)
@@ -390,9 +394,15 @@ func TestClientAgainstFake(t *testing.T) {
 		if r.stdout != "namespace \"third_parties\" deleted\n" {
 			t.Errorf("table: %q", r.stdout)
 		}
+		// Deleting again: says it did not exist, exit 0.
+		r = runCLI(t, env, "namespace", "delete", "third_parties")
+		wantOK(t, r)
+		if r.stdout != "namespace \"third_parties\" did not exist\n" {
+			t.Errorf("table: %q", r.stdout)
+		}
 		r = runCLI(t, env, "namespace", "delete", "third_parties", "-o", "json")
 		wantOK(t, r)
-		if r.stdout != "{}\n" {
+		if r.stdout != "{\n  \"existed\": false\n}\n" {
 			t.Errorf("json: %q", r.stdout)
 		}
 	})
@@ -400,7 +410,7 @@ func TestClientAgainstFake(t *testing.T) {
 	t.Run("cluster status over ClusterService", func(t *testing.T) {
 		r := runCLI(t, env, "cluster", "status")
 		wantOK(t, r)
-		if !strings.HasPrefix(r.stdout, "Leader:         n1 (127.0.0.1:7420)\n") || !strings.Contains(r.stdout, "n1       voter     leader") {
+		if !strings.HasPrefix(r.stdout, "Leader:         n1 ("+addr+")\n") || !strings.Contains(r.stdout, "n1       voter     leader") {
 			t.Errorf("table:\n%s", r.stdout)
 		}
 	})
@@ -422,7 +432,7 @@ func TestEndpointsTriedInOrder(t *testing.T) {
 
 	// Nothing reachable: Unavailable naming each endpoint, exit 1.
 	r = runCLI(t, nil, "cluster", "status", "--endpoints", dead+", "+dead)
-	want := fmt.Sprintf("grackle: Unavailable: no endpoint reachable (%s: connect: connection refused; %s: connect: connection refused)\n", dead, dead)
+	want := fmt.Sprintf("grackle: Unavailable: no endpoint of [%s %s] answered within 3s; last error: connection error: desc = \"transport: Error while dialing: dial tcp %s: connect: connection refused\"\n", dead, dead, dead)
 	if r.code != exitCallFailed || r.stderr != want {
 		t.Errorf("code %d stderr %q", r.code, r.stderr)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -21,33 +22,32 @@ func (a *app) leaseCmd() *cobra.Command {
 	return cmd
 }
 
-func checkTTL(ttl int64) error {
-	if ttl < 1 {
-		return usagef("ttl: must be at least 1 second, got %d", ttl)
-	}
-	return nil
+// ttlSeconds is --ttl in the API's whole seconds (rounded up, at least 1).
+func ttlSeconds(ttl time.Duration) (int64, error) {
+	return wholeSeconds("ttl", ttl, 1)
 }
 
 func (a *app) leaseCreateCmd() *cobra.Command {
 	var (
 		processID string
-		ttl       int64
+		ttl       time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAMESPACE --process-id ID",
-		Short: "Create a lease that expires --ttl seconds from now unless refreshed",
-		Example: `  grackle lease create third_parties --process-id host-123/pid-4567 --ttl 60
+		Short: "Create a lease that expires --ttl from now unless refreshed",
+		Example: `  grackle lease create third_parties --process-id host-123/pid-4567 --ttl 60s
   LEASE=$(grackle lease create third_parties --process-id "$(hostname)/pid-$$" -o id)`,
 		Args: positional("NAMESPACE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if processID == "" {
 				return usagef("--process-id is required (any label of the caller, e.g. host-123/pid-4567)")
 			}
-			if err := checkTTL(ttl); err != nil {
+			secs, err := ttlSeconds(ttl)
+			if err != nil {
 				return err
 			}
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.CreateSemaphoreLeaseResponse, error) {
-				return c.api.CreateSemaphoreLease(ctx, &pb.CreateSemaphoreLeaseRequest{NamespaceName: args[0], ProcessId: processID, TtlSeconds: ttl})
+				return c.api.CreateSemaphoreLease(ctx, &pb.CreateSemaphoreLeaseRequest{NamespaceName: args[0], ProcessId: processID, TtlSeconds: secs})
 			})
 			if err != nil {
 				return err
@@ -56,7 +56,7 @@ func (a *app) leaseCreateCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&processID, "process-id", "", "who owns the lease, 1..128 bytes, free-form (required)")
-	cmd.Flags().Int64Var(&ttl, "ttl", 60, "seconds until the lease expires unless refreshed (server max 300 by default)")
+	durationVar(cmd.Flags(), &ttl, "ttl", 60*time.Second, "time until the lease expires unless refreshed, whole seconds (server max 300s by default)")
 	return cmd
 }
 
@@ -78,23 +78,26 @@ func (a *app) leaseGetCmd() *cobra.Command {
 }
 
 func (a *app) leaseRefreshCmd() *cobra.Command {
-	var ttl int64
+	var ttl time.Duration
 	cmd := &cobra.Command{
 		Use:   "refresh NAMESPACE LEASE_ID",
-		Short: "Extend a lease and every hold it owns to --ttl seconds from now",
-		Long: `Extend a lease and every hold it owns to --ttl seconds from now. Without
---ttl the lease's own ttl_seconds is used. An expired lease is NotFound.`,
-		Example: "  grackle lease refresh third_parties ls_NfKKeiPbP18NFeU3lLGrRWWgDJRB --ttl 60",
+		Short: "Extend a lease and every hold it owns to --ttl from now",
+		Long: `Extend a lease and every hold it owns to --ttl from now. Without --ttl
+the lease's own ttl_seconds is used. A lease that is gone (expired, revoked,
+or its namespace deleted) exits 4: the lease was lost.`,
+		Example: "  grackle lease refresh third_parties ls_NfKKeiPbP18NFeU3lLGrRWWgDJRB --ttl 60s",
 		Args:    positional("NAMESPACE", "LEASE_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			given := changed(cmd, "ttl")
+			var secs int64
 			if given {
-				if err := checkTTL(ttl); err != nil {
+				var err error
+				if secs, err = ttlSeconds(ttl); err != nil {
 					return err
 				}
 			}
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.RefreshSemaphoreLeaseResponse, error) {
-				req := &pb.RefreshSemaphoreLeaseRequest{NamespaceName: args[0], LeaseId: args[1], TtlSeconds: ttl}
+				req := &pb.RefreshSemaphoreLeaseRequest{NamespaceName: args[0], LeaseId: args[1], TtlSeconds: secs}
 				if !given {
 					cur, err := c.api.GetSemaphoreLease(ctx, &pb.GetSemaphoreLeaseRequest{NamespaceName: args[0], LeaseId: args[1]})
 					if err != nil {
@@ -104,13 +107,16 @@ func (a *app) leaseRefreshCmd() *cobra.Command {
 				}
 				return c.api.RefreshSemaphoreLease(ctx, req)
 			})
+			if isNotFound(err) {
+				return &exitError{code: exitLeaseLost, msg: fmt.Sprintf("lease refresh: lease %s is lost: %s", args[1], err.Error())}
+			}
 			if err != nil {
 				return err
 			}
 			return a.show(leaseView(resp, resp.GetLease()))
 		},
 	}
-	cmd.Flags().Int64Var(&ttl, "ttl", 0, "seconds from now until the lease expires (default: the lease's ttl_seconds)")
+	durationVar(cmd.Flags(), &ttl, "ttl", 0, "time from now until the lease expires, whole seconds (default: the lease's ttl_seconds)")
 	return cmd
 }
 
@@ -119,12 +125,16 @@ func (a *app) leaseRevokeCmd() *cobra.Command {
 		Use:   "revoke NAMESPACE LEASE_ID",
 		Short: "Release everything a lease holds and delete it",
 		Long: `Release everything a lease holds and delete it; its waiters end with
-NotFound. Revoking a lease that is gone is NotFound.`,
+NotFound. Revoking a lease that is already gone (revoked, expired, or in a
+namespace that does not exist) says so and exits 0.`,
 		Args: positional("NAMESPACE", "LEASE_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.RevokeSemaphoreLeaseResponse, error) {
 				return c.api.RevokeSemaphoreLease(ctx, &pb.RevokeSemaphoreLeaseRequest{NamespaceName: args[0], LeaseId: args[1]})
 			})
+			if isNotFound(err) {
+				return a.show(doneView(&pb.RevokeSemaphoreLeaseResponse{}, fmt.Sprintf("lease %s did not exist in namespace %q (or had expired)", args[1], args[0])))
+			}
 			if err != nil {
 				return err
 			}

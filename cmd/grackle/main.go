@@ -1,13 +1,14 @@
 // Command grackle is the Grackle node (`grackle server`) and its
-// command-line client (`grackle namespace|semaphore|lease|cluster ...`).
+// command-line client (`grackle namespace|semaphore|lease|cluster|run ...`).
 //
-// Exit codes:
+// Exit codes (also in `grackle --help`):
 //
-//	0  success
-//	1  the call failed (gRPC error, no endpoint reachable, server stopped with an error)
-//	2  usage error (unknown command or flag, bad flag value, bad argument)
-//	3  `semaphore acquire` did not acquire (outcome UNAVAILABLE or TIMED_OUT)
-//	130 interrupted (SIGINT/SIGTERM) while a call was in flight
+//	0   success
+//	1   the call failed (a gRPC error other than InvalidArgument, no endpoint reachable, the server stopped with an error)
+//	2   bad input: an unknown command or flag, a bad flag value or argument, or input the server rejected with InvalidArgument
+//	3   not acquired (`semaphore acquire`, `run`: outcome UNAVAILABLE or TIMED_OUT)
+//	4   lease lost (`run`: while the command ran; `lease refresh`: the lease no longer exists)
+//	130 interrupted (SIGINT/SIGTERM)
 //
 // Every error is one line on stderr, starting with "grackle: ".
 package main
@@ -25,7 +26,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
 
+	"github.com/grackle-coord/grackle/client"
+	"github.com/grackle-coord/grackle/internal/statusline"
 	"github.com/grackle-coord/grackle/server"
 )
 
@@ -35,8 +39,18 @@ const (
 	exitCallFailed  = 1
 	exitUsage       = 2
 	exitNotAcquired = 3
+	exitLeaseLost   = 4
 	exitInterrupted = 130
 )
+
+// exitCodesHelp is the exit code list of --help.
+const exitCodesHelp = `Exit codes:
+  0    ok
+  1    the call failed
+  2    bad input (a usage error, or input the server rejected as InvalidArgument)
+  3    not acquired (semaphore acquire, run: UNAVAILABLE or TIMED_OUT)
+  4    lease lost (run: while the command ran; lease refresh: the lease is gone)
+  130  interrupted (SIGINT/SIGTERM)`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -54,11 +68,12 @@ func main() {
 // run executes the command line args and returns the process exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
 	a := &app{
-		stdout:    stdout,
-		stderr:    stderr,
-		lookupEnv: lookupEnv,
-		now:       time.Now,
-		runServer: server.Run,
+		stdout:     stdout,
+		stderr:     stderr,
+		lookupEnv:  lookupEnv,
+		now:        time.Now,
+		runServer:  server.Run,
+		isTerminal: statusline.IsTerminal,
 	}
 	return a.execute(ctx, args)
 }
@@ -70,6 +85,7 @@ type app struct {
 	lookupEnv      func(string) (string, bool)
 	now            func() time.Time
 	runServer      func(context.Context, server.Config) error
+	isTerminal     func(io.Writer) bool // where a status line may be drawn
 
 	// Client flags (persistent on each client command group).
 	endpoints []string
@@ -80,6 +96,9 @@ type app struct {
 	key       string
 	token     string
 	tls       *tls.Config // from cacert, cert, key (checkClientFlags)
+	quiet     bool
+
+	cli *client.Client // the command's Go client, once connected
 }
 
 func (a *app) execute(ctx context.Context, args []string) int {
@@ -91,6 +110,7 @@ func (a *app) execute(ctx context.Context, args []string) int {
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	cmd, err := root.ExecuteContextC(ctx)
+	a.closeClient()
 	return a.report(cmd, err)
 }
 
@@ -130,8 +150,9 @@ func oneLine(s string) string {
 // exitError ends the process with code after printing "grackle: msg"
 // (nothing when msg is empty).
 type exitError struct {
-	code int
-	msg  string
+	code     int
+	grpcCode codes.Code // the failed call's gRPC code (OK when not a call)
+	msg      string
 }
 
 func (e *exitError) Error() string { return e.msg }
@@ -156,8 +177,9 @@ Run a node with "grackle server"; manage namespaces, semaphores and leases
 with the client commands, which talk gRPC to any node (--endpoints; a
 follower forwards calls to the leader).
 
-Exit codes: 0 ok, 1 the call failed, 2 usage error, 3 semaphore acquire
-did not acquire (UNAVAILABLE or TIMED_OUT), 130 interrupted.`,
+Durations are Go durations (30s, 1m, 250ms); a bare number is seconds.
+
+` + exitCodesHelp,
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		PersistentPreRunE: a.preRun,
@@ -165,7 +187,17 @@ did not acquire (UNAVAILABLE or TIMED_OUT), 130 interrupted.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &usageError{msg: err.Error()}
 	})
-	root.AddCommand(
+	for _, c := range a.commands() {
+		root.AddCommand(c)
+	}
+	a.attachCompletion(root)
+	return root
+}
+
+// commands are grackle's top-level commands, in --help order. A new
+// command group is one line here (and a file of its own).
+func (a *app) commands() []*cobra.Command {
+	return []*cobra.Command{
 		a.serverCmd(),
 		a.namespaceCmd(),
 		a.semaphoreCmd(),
@@ -173,8 +205,7 @@ did not acquire (UNAVAILABLE or TIMED_OUT), 130 interrupted.`,
 		a.clusterCmd(),
 		a.benchCmd(),
 		a.runCmd(),
-	)
-	return root
+	}
 }
 
 // preRun runs before every command: it applies GRACKLE_* environment

@@ -171,7 +171,11 @@ in it end with NotFound. Deleting a missing namespace is not an error.`,
 			if err != nil {
 				return err
 			}
-			return a.show(doneView(resp, fmt.Sprintf("namespace %q deleted", args[0])))
+			what := fmt.Sprintf("namespace %q deleted", args[0])
+			if !resp.GetExisted() {
+				what = fmt.Sprintf("namespace %q did not exist", args[0])
+			}
+			return a.show(doneView(resp, what))
 		},
 	}
 }

@@ -1,33 +1,58 @@
 package main
 
-// Output: -o table (aligned, for people), -o json (protojson with proto
-// field names, one object per call, for scripts), -o id (identifiers only,
-// one a line).
+// Output: -o table (aligned, for people), -o json (one JSON object per
+// call, for scripts; see jsonValue for its shape), -o id (identifiers only,
+// one a line), -o template=TEMPLATE (a Go text/template over the same
+// object as -o json).
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"text/template"
 	"time"
 	"unicode/utf8"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
 // view is what a command prints.
 type view struct {
-	msg   proto.Message     // -o json: the whole response
+	msg   proto.Message     // -o json and -o template: the whole response
 	table func(t *tableOut) // -o table
 	ids   []string          // -o id: one a line
 	next  string            // next pagination token, if any
-	done  string            // -o table: a line for responses without content (deletes)
+	done  string            // -o table: a closing line (deletes, releases)
+}
+
+const templatePrefix = "template="
+
+// checkOutput validates -o (a template is parsed here, so that a bad one
+// is a usage error before any call is made).
+func checkOutput(format string) error {
+	switch format {
+	case "table", "json", "id":
+		return nil
+	}
+	if t, ok := strings.CutPrefix(format, templatePrefix); ok {
+		if _, err := parseTemplate(t); err != nil {
+			return usagef("output: bad template: %v", err)
+		}
+		return nil
+	}
+	return usagef("output: must be table, json, id or template='{{...}}', got %q", format)
+}
+
+func parseTemplate(t string) (*template.Template, error) {
+	return template.New("output").Option("missingkey=error").Parse(t)
 }
 
 // show prints v in the format chosen with -o.
@@ -47,7 +72,7 @@ func render(stdout, stderr io.Writer, format string, now time.Time, v view) erro
 			fmt.Fprintf(stderr, "next page: --page-token %s\n", v.next)
 		}
 		return nil
-	default:
+	case "table":
 		t := &tableOut{w: stdout, now: now}
 		if v.table != nil {
 			v.table(t)
@@ -60,27 +85,121 @@ func render(stdout, stderr io.Writer, format string, now time.Time, v view) erro
 		}
 		return nil
 	}
+	return writeTemplate(stdout, strings.TrimPrefix(format, templatePrefix), v.msg)
 }
 
-// jsonOptions: proto field names (namespace_name, lease_id, ...) and every
-// field present, so that `jq .semaphore.active_holds` never yields null.
-// As in any protojson, int64 fields are JSON strings and enums are names.
-var jsonOptions = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
-
-// writeJSON writes m as one indented JSON object. protojson's own spacing
-// is deliberately unstable, so it is re-indented with encoding/json.
+// writeJSON writes m as one indented JSON object (jsonValue's shape).
 func writeJSON(w io.Writer, m proto.Message) error {
-	b, err := jsonOptions.Marshal(m)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(jsonValue(m.ProtoReflect())); err != nil {
 		return &exitError{code: exitCallFailed, msg: "encoding json: " + err.Error()}
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// writeTemplate executes the -o template over m's JSON object (so
+// '{{.semaphore.permits}}' is what jq calls .semaphore.permits); a newline
+// ends the output if the template does not end with one.
+func writeTemplate(w io.Writer, text string, m proto.Message) error {
+	t, err := parseTemplate(text)
+	if err != nil {
+		return usagef("output: bad template: %v", err)
 	}
 	var buf bytes.Buffer
-	if err := json.Indent(&buf, b, "", "  "); err != nil {
-		return &exitError{code: exitCallFailed, msg: "encoding json: " + err.Error()}
+	if err := t.Execute(&buf, jsonValue(m.ProtoReflect())); err != nil {
+		return &exitError{code: exitUsage, msg: "output: template: " + oneLine(err.Error())}
 	}
-	buf.WriteByte('\n')
+	if b := buf.Bytes(); len(b) > 0 && b[len(b)-1] != '\n' {
+		buf.WriteByte('\n')
+	}
 	_, err = w.Write(buf.Bytes())
 	return err
+}
+
+// jsonValue is the -o json shape of a message, documented in the README
+// (Output formats) and kept stable:
+//   - every field present, under its proto name (lease_id, active_holds);
+//     an unset message field is null;
+//   - counts and other integers (permits, active_holds, version, weight,
+//     fencing_token, ttl_seconds, term, ...) are JSON numbers;
+//   - each nanosecond timestamp (a field named *_at, waiting_since or
+//     deadline) is a decimal string, since it exceeds 2^53 and a double
+//     cannot hold it (jq 1.6, JavaScript), with its RFC 3339 form beside it
+//     in <field>_rfc3339 ("" when the timestamp is 0);
+//   - enums are their names; maps are objects; keys are sorted.
+func jsonValue(m protoreflect.Message) map[string]any {
+	out := map[string]any{}
+	fields := m.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		name := string(fd.Name())
+		v := m.Get(fd)
+		switch {
+		case fd.IsList():
+			l := v.List()
+			arr := make([]any, 0, l.Len())
+			for j := 0; j < l.Len(); j++ {
+				arr = append(arr, scalarJSON(fd, l.Get(j)))
+			}
+			out[name] = arr
+		case fd.IsMap():
+			obj := map[string]any{}
+			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+				obj[k.String()] = scalarJSON(fd.MapValue(), mv)
+				return true
+			})
+			out[name] = obj
+		case fd.Kind() == protoreflect.MessageKind && !m.Has(fd):
+			out[name] = nil
+		default:
+			out[name] = scalarJSON(fd, v)
+			if isTimestamp(fd) {
+				rfc := ""
+				if ns := v.Int(); ns != 0 {
+					rfc = time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
+				}
+				out[name+"_rfc3339"] = rfc
+			}
+		}
+	}
+	return out
+}
+
+// isTimestamp: the API's timestamps are int64 nanoseconds named *_at (and,
+// for waiters, waiting_since and deadline).
+func isTimestamp(fd protoreflect.FieldDescriptor) bool {
+	if fd.Kind() != protoreflect.Int64Kind || fd.IsList() || fd.IsMap() {
+		return false
+	}
+	n := string(fd.Name())
+	return strings.HasSuffix(n, "_at") || n == "waiting_since" || n == "deadline"
+}
+
+func scalarJSON(fd protoreflect.FieldDescriptor, v protoreflect.Value) any {
+	switch fd.Kind() {
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return jsonValue(v.Message())
+	case protoreflect.EnumKind:
+		if ev := fd.Enum().Values().ByNumber(v.Enum()); ev != nil {
+			return string(ev.Name())
+		}
+		return int32(v.Enum())
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		if isTimestamp(fd) {
+			return strconv.FormatInt(v.Int(), 10)
+		}
+		return json.Number(strconv.FormatInt(v.Int(), 10))
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return json.Number(strconv.FormatUint(v.Uint(), 10))
+	case protoreflect.BytesKind:
+		return base64.StdEncoding.EncodeToString(v.Bytes())
+	default:
+		return v.Interface()
+	}
 }
 
 // tableOut writes aligned blocks: key/value blocks for one entity, column

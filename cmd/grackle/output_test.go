@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -179,11 +180,13 @@ func TestJSONOutput(t *testing.T) {
 	out, _ := renderString(t, "json", leaseView(resp, lease))
 	want := `{
   "lease": {
+    "created_at": "1695826239671432000",
+    "created_at_rfc3339": "2023-09-27T14:50:39.671432Z",
+    "expires_at": "1695826299671432000",
+    "expires_at_rfc3339": "2023-09-27T14:51:39.671432Z",
     "lease_id": "ls_NfKKeiPbP18NFeU3lLGrRWWgDJRB",
     "process_id": "host-123/pid-4567",
-    "ttl_seconds": "60",
-    "created_at": "1695826239671432000",
-    "expires_at": "1695826299671432000"
+    "ttl_seconds": 60
   }
 }
 `
@@ -191,24 +194,43 @@ func TestJSONOutput(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", out, want)
 	}
 
-	// Acquire: enum as its name, unset fields present (scripts get 0, not null).
+	// Acquire: enum as its name, unset fields present (scripts get 0, not
+	// null), counts as numbers, an unset message as null.
 	acq := &pb.AcquireSemaphoreResponse{Semaphore: &pb.Semaphore{Name: "partner_1", Permits: 20}, Outcome: pb.AcquireOutcome_ACQUIRE_OUTCOME_UNAVAILABLE}
 	out, _ = renderString(t, "json", acquireView(acq))
 	var m map[string]any
 	if err := json.Unmarshal([]byte(out), &m); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
-	if m["outcome"] != "ACQUIRE_OUTCOME_UNAVAILABLE" || m["semaphore"].(map[string]any)["active_holds"] != "0" {
+	if m["outcome"] != "ACQUIRE_OUTCOME_UNAVAILABLE" || m["semaphore"].(map[string]any)["active_holds"] != float64(0) ||
+		m["semaphore"].(map[string]any)["permits"] != float64(20) || m["holder"] != nil {
 		t.Errorf("got %s", out)
 	}
 
-	// Empty responses are an empty object.
-	out, _ = renderString(t, "json", doneView(&pb.DeleteNamespaceResponse{}, "deleted"))
-	if out != "{}\n" {
+	// A delete says whether something existed.
+	out, _ = renderString(t, "json", doneView(&pb.DeleteNamespaceResponse{Existed: true}, "deleted"))
+	if out != "{\n  \"existed\": true\n}\n" {
 		t.Errorf("delete: %q", out)
 	}
 	out, _ = renderString(t, "table", doneView(&pb.DeleteNamespaceResponse{}, `namespace "x" deleted`))
 	if out != "namespace \"x\" deleted\n" {
 		t.Errorf("delete table: %q", out)
+	}
+}
+
+// -o template runs over the same object as -o json.
+func TestTemplateOutput(t *testing.T) {
+	s := &pb.Semaphore{Name: "partner_1", Permits: 20, ActiveHolds: 3, Metadata: map[string]string{"team": "payments"}, LastActivityAt: seedCreated}
+	v := semaphoreView(&pb.GetSemaphoreResponse{Semaphore: s}, s)
+	out, _ := renderString(t, "template={{.semaphore.name}} {{.semaphore.permits}} {{.semaphore.metadata.team}} {{.semaphore.last_activity_at_rfc3339}}", v)
+	if out != "partner_1 20 payments 2023-09-27T14:50:39.671432Z\n" {
+		t.Fatalf("got %q", out)
+	}
+	// A field that does not exist is an error (exit 2), not "<no value>".
+	var buf bytes.Buffer
+	err := render(&buf, &buf, "template={{.semaphore.nope}}", testNow, v)
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitUsage {
+		t.Fatalf("missing key: %v", err)
 	}
 }

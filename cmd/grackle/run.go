@@ -15,10 +15,6 @@ import (
 	"github.com/grackle-coord/grackle/client"
 )
 
-// exitLeaseLost is `grackle run`'s exit code when the lease was lost while
-// the command ran (the command was stopped).
-const exitLeaseLost = 4
-
 // runCmd is `grackle run`: hold permits while a command runs, like
 // `consul lock` and `etcdctl lock`.
 func (a *app) runCmd() *cobra.Command {
@@ -31,11 +27,16 @@ func (a *app) runCmd() *cobra.Command {
 		Use:   "run --namespace NS --semaphore S [flags] -- CMD [ARGS...]",
 		Short: "Run a command while holding permits of a semaphore",
 		Long: `Create a lease, acquire --weight permits of the semaphore (waiting up to
---timeout), run the command with GRACKLE_LEASE_ID and GRACKLE_FENCING_TOKEN in
+--wait), run the command with GRACKLE_LEASE_ID and GRACKLE_FENCING_TOKEN in
 its environment while the lease is kept refreshed, then release and revoke.
 The exit code is the command's. If the lease is lost while the command runs,
 the command gets SIGTERM, then SIGKILL after --grace, and grackle exits 4.
-Not acquired within --timeout: exit 3 and the command never runs.`,
+Not acquired within --wait: exit 3 and the command never runs. --timeout is
+the deadline of each call (creating the lease, releasing, revoking); on a
+terminal, a status line shows the wait (not with --quiet).
+
+` + exitCodesHelp,
+		Example: "  grackle run --namespace third_parties --semaphore partner_1 --weight 3 --ttl 30s --wait 60s -- ./sync-partner.sh",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usagef("missing the command to run (after --)")
@@ -46,29 +47,38 @@ Not acquired within --timeout: exit 3 and the command never runs.`,
 			if weight < 1 {
 				return usagef("weight: must be at least 1, got %d", weight)
 			}
-			if ttl < time.Second || wait < 0 || grace < 0 {
-				return usagef("ttl must be at least 1s; timeout and grace must not be negative")
+			if _, err := ttlSeconds(ttl); err != nil {
+				return err
+			}
+			if wait < 0 || grace < 0 {
+				return usagef("wait and grace: must not be negative, got %s and %s", wait, grace)
 			}
 			if processID == "" {
 				host, _ := os.Hostname()
 				processID = fmt.Sprintf("%s/pid-%d", host, os.Getpid())
 			}
-			return a.runLocked(cmd.Context(), runSpec{ns: ns, sem: sem, processID: processID, weight: weight,
+			return a.runLocked(cmdContext(cmd), runSpec{ns: ns, sem: sem, processID: processID, weight: weight,
 				ttl: ttl, wait: wait, grace: grace, argv: args})
 		},
 	}
-	a.timeout, a.output = defaultTimeout, "table"
-	cmd.PersistentFlags().StringSliceVar(&a.endpoints, flagEndpoints, []string{defaultEndpoint},
+	a.output = "table"
+	pfs := cmd.PersistentFlags()
+	pfs.StringSliceVar(&a.endpoints, flagEndpoints, []string{defaultEndpoint},
 		"gRPC addresses (host:port, comma-separated) of any nodes [$GRACKLE_ENDPOINTS]")
+	durationVar(pfs, &a.timeout, flagTimeout, defaultTimeout, "deadline of each call, retries included [$GRACKLE_TIMEOUT]")
+	a.securityFlags(pfs)
 	fs := cmd.Flags()
 	fs.SetInterspersed(false) // everything after the first argument is the command's
 	fs.StringVar(&ns, "namespace", "", "namespace of the semaphore (required)")
 	fs.StringVar(&sem, "semaphore", "", "semaphore to hold (required)")
 	fs.Int64Var(&weight, "weight", 1, "permits to hold")
-	fs.DurationVar(&ttl, "ttl", 30*time.Second, "lease TTL; the lease is refreshed every TTL/3")
-	fs.DurationVar(&wait, "timeout", 60*time.Second, "how long to wait for the permits (0: do not wait)")
-	fs.DurationVar(&grace, "grace", 10*time.Second, "after SIGTERM, how long the command may take before SIGKILL")
+	durationVar(fs, &ttl, "ttl", 30*time.Second, "lease TTL, whole seconds; the lease is refreshed every TTL/3")
+	durationVar(fs, &wait, "wait", 60*time.Second, "how long to wait for the permits (0: do not wait)")
+	durationVar(fs, &grace, "grace", 10*time.Second, "after SIGTERM, how long the command may take before SIGKILL")
 	fs.StringVar(&processID, "process-id", "", "the lease's process_id (default HOST/pid-PID)")
+	a.quietFlag(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("namespace", a.completeNamespaceFlag)
+	_ = cmd.RegisterFlagCompletionFunc("semaphore", a.completeSemaphoreFlag)
 	return cmd
 }
 
@@ -80,29 +90,35 @@ type runSpec struct {
 }
 
 func (a *app) runLocked(ctx context.Context, r runSpec) error {
-	cli, err := client.New(ctx, client.Config{Endpoints: a.endpoints, TLS: a.tls, Token: a.token})
+	cctx, cancel := context.WithTimeout(ctx, a.timeout)
+	cli, err := a.client(cctx)
 	if err != nil {
+		cancel()
 		return callError(ctx, err)
 	}
-	defer cli.Close()
-	sess, err := cli.NewSession(ctx, r.ns, r.processID, r.ttl)
+	sess, err := cli.NewSession(cctx, r.ns, r.processID, r.ttl)
+	cancel()
 	if err != nil {
 		return callError(ctx, err)
 	}
 	// Whatever happens next, give the lease back (release and revoke).
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cctx, cancel := context.WithTimeout(context.Background(), a.timeout)
 		defer cancel()
 		_ = sess.Close(cctx)
 	}()
 	semaphore := sess.Semaphore(r.sem)
 	var g *client.Grant
 	if r.wait == 0 {
-		g, err = semaphore.TryAcquire(ctx, r.weight)
+		tctx, cancel := context.WithTimeout(ctx, a.timeout)
+		g, err = semaphore.TryAcquire(tctx, r.weight)
+		cancel()
 	} else {
+		stop := a.waitStatus(fmt.Sprintf("%d permit(s) of %s/%s", r.weight, r.ns, r.sem), r.wait)
 		actx, cancel := context.WithTimeout(ctx, r.wait)
 		g, err = semaphore.Acquire(actx, r.weight)
 		cancel()
+		stop()
 	}
 	switch {
 	case errors.Is(err, client.ErrTimeout), errors.Is(err, client.ErrWouldBlock):

@@ -60,7 +60,7 @@ func TestRunNotAcquired(t *testing.T) {
 	if _, err := c.Client(0).AcquireSemaphore(ctx, &pb.AcquireSemaphoreRequest{NamespaceName: "ns", SemaphoreName: "s", LeaseId: l.Lease.LeaseId, Weight: 2}); err != nil {
 		t.Fatal(err)
 	}
-	r := runCLI(t, nil, "run", "--endpoints", addr, "--namespace", "ns", "--semaphore", "s", "--timeout", "0", "--", "sh", "-c", "echo ran")
+	r := runCLI(t, nil, "run", "--endpoints", addr, "--namespace", "ns", "--semaphore", "s", "--wait", "0", "--", "sh", "-c", "echo ran")
 	if r.code != exitNotAcquired || strings.Contains(r.stdout, "ran") {
 		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/grackle-coord/grackle/internal/statusline"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -207,34 +208,40 @@ Deleting a missing semaphore is not an error.`,
 			if err != nil {
 				return err
 			}
-			return a.show(doneView(resp, fmt.Sprintf("semaphore %q deleted from namespace %q", args[1], args[0])))
+			what := fmt.Sprintf("semaphore %q deleted from namespace %q", args[1], args[0])
+			if !resp.GetExisted() {
+				what = fmt.Sprintf("semaphore %q did not exist in namespace %q", args[1], args[0])
+			}
+			return a.show(doneView(resp, what))
 		},
 	}
 }
 
 func (a *app) semaphoreAcquireCmd() *cobra.Command {
 	var (
-		lease   string
-		weight  int64
-		timeout int64
-		md      []string
+		lease  string
+		weight int64
+		wait   time.Duration
+		md     []string
 	)
 	cmd := &cobra.Command{
 		Use:   "acquire NAMESPACE SEMAPHORE --lease LEASE_ID",
-		Short: "Acquire permits under a lease, waiting up to --timeout seconds",
+		Short: "Acquire permits under a lease, waiting up to --wait",
 		Long: `Acquire --weight permits of a semaphore under a lease (all or none, FIFO).
 
-With --timeout 0 (the default) it tries once; otherwise the server waits
-up to --timeout seconds for the permits. The call's deadline is --timeout
-plus the usual call deadline (10s, or $GRACKLE_TIMEOUT).
+With --wait 0 (the default) it tries once; otherwise the server waits up to
+--wait for the permits (whole seconds, rounded up). The call's deadline is
+--wait plus --timeout. On a terminal, a status line shows how long it has
+waited and how much wait is left (not with --quiet).
 
 Acquiring again under a lease that already holds the semaphore changes its
-weight and metadata; retrying is safe.
+weight and metadata; retrying is safe, and the client retries on the new
+leader when leadership changes during the wait.
 
 Exit status: 0 acquired (-o id prints the fencing token), 3 not acquired
 (outcome UNAVAILABLE or TIMED_OUT; the response is still printed), 1 the
-call failed, 2 usage error.`,
-		Example: `  grackle semaphore acquire third_parties partner_1 --lease ls_NfKKeiPbP18NFeU3lLGrRWWgDJRB --weight 3 --timeout 60
+call failed, 2 bad input.`,
+		Example: `  grackle semaphore acquire third_parties partner_1 --lease ls_NfKKeiPbP18NFeU3lLGrRWWgDJRB --weight 3 --wait 60s
 
   if token=$(grackle semaphore acquire third_parties partner_1 --lease "$LEASE" -o id); then
     echo "got it, fencing token $token"
@@ -247,49 +254,64 @@ call failed, 2 usage error.`,
 			if weight < 1 {
 				return usagef("weight: must be at least 1, got %d", weight)
 			}
-			if timeout < 0 {
-				return usagef("timeout: must be 0 or more seconds, got %d", timeout)
+			secs, err := wholeSeconds("wait", wait, 0)
+			if err != nil {
+				return err
 			}
 			meta, err := parseMetadata(md)
 			if err != nil {
 				return err
 			}
-			wait := time.Duration(timeout) * time.Second
-			resp, err := call(a, cmd, wait, func(ctx context.Context, c clients) (*pb.AcquireSemaphoreResponse, error) {
+			waitFor := time.Duration(secs) * time.Second
+			stop := func() {}
+			if secs > 0 {
+				stop = a.waitStatus(fmt.Sprintf("%d permit(s) of %s/%s", weight, args[0], args[1]), waitFor)
+			}
+			resp, err := call(a, cmd, waitFor, func(ctx context.Context, c clients) (*pb.AcquireSemaphoreResponse, error) {
 				return c.api.AcquireSemaphore(ctx, &pb.AcquireSemaphoreRequest{
 					NamespaceName: args[0], SemaphoreName: args[1], LeaseId: lease,
-					Weight: weight, TimeoutSeconds: timeout, Metadata: meta,
+					Weight: weight, TimeoutSeconds: secs, Metadata: meta,
 				})
 			})
+			stop()
 			if err != nil {
 				return err
 			}
 			if err := a.show(acquireView(resp)); err != nil {
 				return err
 			}
-			return acquireResult(args[1], weight, timeout, resp)
+			return acquireResult(args[1], weight, waitFor, resp)
 		},
 	}
 	cmd.Flags().StringVar(&lease, "lease", "", "lease ID the permits are held under (required)")
 	cmd.Flags().Int64Var(&weight, "weight", 1, "permits to acquire")
-	// This --timeout shadows the group's call deadline: here it is the
-	// server-side wait (timeout_seconds), and the deadline is derived from it.
-	cmd.Flags().Int64Var(&timeout, "timeout", 0, "seconds the server waits for the permits (0 = try once; server max 300 by default)")
+	durationVar(cmd.Flags(), &wait, "wait", 0, "how long the server waits for the permits (0 = try once; at most the server's maximum, 300s by default)")
+	a.quietFlag(cmd)
 	metadataFlag(cmd.Flags(), &md, "holder")
 	return cmd
 }
 
+// waitStatus shows, on a terminal and without --quiet, how long a wait
+// for what has lasted and how much of wait is left; the returned stop
+// erases it.
+func (a *app) waitStatus(what string, wait time.Duration) (stop func()) {
+	line := a.statusLine()
+	start := time.Now()
+	w := statusline.Waiting{What: what, Since: start, Deadline: start.Add(wait)}
+	return line.Show(250*time.Millisecond, 250*time.Millisecond, func() string { return w.Text(time.Now()) })
+}
+
 // acquireResult is nil when resp acquired, else an exit-3 error that says why.
-func acquireResult(sem string, weight, timeout int64, resp *pb.AcquireSemaphoreResponse) error {
+func acquireResult(sem string, weight int64, wait time.Duration, resp *pb.AcquireSemaphoreResponse) error {
 	s := resp.GetSemaphore()
 	state := fmt.Sprintf("%d of %d permits held by %d holder(s), wanted %d", s.GetActiveHolds(), s.GetPermits(), s.GetActiveHoldersCount(), weight)
 	switch resp.GetOutcome() {
 	case pb.AcquireOutcome_ACQUIRE_OUTCOME_ACQUIRED:
 		return nil
 	case pb.AcquireOutcome_ACQUIRE_OUTCOME_UNAVAILABLE:
-		return &exitError{code: exitNotAcquired, msg: fmt.Sprintf("semaphore acquire: UNAVAILABLE: %q not acquired at once (%s; --timeout N waits)", sem, state)}
+		return &exitError{code: exitNotAcquired, msg: fmt.Sprintf("semaphore acquire: UNAVAILABLE: %q not acquired at once (%s; --wait 30s waits)", sem, state)}
 	case pb.AcquireOutcome_ACQUIRE_OUTCOME_TIMED_OUT:
-		return &exitError{code: exitNotAcquired, msg: fmt.Sprintf("semaphore acquire: TIMED_OUT: %q not acquired within %ds (%s)", sem, timeout, state)}
+		return &exitError{code: exitNotAcquired, msg: fmt.Sprintf("semaphore acquire: TIMED_OUT: %q not acquired within %s (%s)", sem, wait, state)}
 	default:
 		return &exitError{code: exitCallFailed, msg: fmt.Sprintf("semaphore acquire: unexpected outcome %s", resp.GetOutcome())}
 	}
@@ -314,7 +336,11 @@ not hold changes nothing and is not an error.`,
 			if err != nil {
 				return err
 			}
-			return a.show(semaphoreView(resp, resp.GetSemaphore()))
+			v := semaphoreView(resp, resp.GetSemaphore())
+			if !resp.GetReleased() {
+				v.done = fmt.Sprintf("lease %s did not hold semaphore %q: nothing released", lease, args[1])
+			}
+			return a.show(v)
 		},
 	}
 	cmd.Flags().StringVar(&lease, "lease", "", "lease ID whose hold is released (required)")

@@ -34,7 +34,7 @@ say "seed workflow"
 $G namespace create third_parties --endpoints "$EP" >/dev/null
 $G semaphore create third_parties partner_1 --permits 20 --endpoints "$EP" >/dev/null
 LEASE=$($G lease create third_parties --process-id host-123/pid-4567 --ttl 60 -o id --endpoints "$EP")
-TOKEN=$($G semaphore acquire third_parties partner_1 --lease "$LEASE" --weight 3 --timeout 10 -o id --endpoints "$EP")
+TOKEN=$($G semaphore acquire third_parties partner_1 --lease "$LEASE" --weight 3 --wait 10s -o id --endpoints "$EP")
 HOLDS=$($G semaphore get third_parties partner_1 -o json --endpoints "$EP" | grep -o '"active_holds": *"[0-9]*"' | grep -o '[0-9]*')
 [ "$HOLDS" = 3 ] || { echo "active_holds $HOLDS, want 3"; exit 1; }
 
@@ -47,7 +47,7 @@ ALIVE=$(echo "$EP" | tr ',' '\n' | awk -v l="$LEADER" '{ if ("n" NR != l) print 
 say "writes resume on $ALIVE"
 retry $G semaphore release third_parties partner_1 --lease "$LEASE" --endpoints "$ALIVE" >/dev/null
 L2=$(retry $G lease create third_parties --process-id host-999/pid-1 --ttl 60 -o id --endpoints "$ALIVE")
-T2=$($G semaphore acquire third_parties partner_1 --lease "$L2" --weight 5 --timeout 10 -o id --endpoints "$ALIVE")
+T2=$($G semaphore acquire third_parties partner_1 --lease "$L2" --weight 5 --wait 10s -o id --endpoints "$ALIVE")
 [ "$T2" -gt "$TOKEN" ] || { echo "fencing token $T2 not above $TOKEN"; exit 1; }
 NEW=$($G cluster status -o id --endpoints "$ALIVE")
 [ "$NEW" != "$LEADER" ] || { echo "leader did not change"; exit 1; }

@@ -1,0 +1,135 @@
+package main
+
+// Shell completion of namespace and semaphore names, asked of the cluster.
+// Cobra's `grackle completion bash|zsh|fish|powershell` prints the shell
+// script; the script calls the hidden `grackle __complete ...`, which runs
+// the functions below. Every command whose Use names NAMESPACE or
+// NAMESPACE SEMAPHORE as its first arguments gets them (see
+// attachCompletion), so new commands that follow the convention need
+// nothing more.
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+)
+
+const (
+	// completeTimeout bounds a completion's calls: a shell must not hang.
+	completeTimeout = 3 * time.Second
+	// completeMax bounds how many names a completion lists.
+	completeMax = 1000
+)
+
+// attachCompletion walks cmd's tree and gives every command whose
+// arguments start with NAMESPACE [SEMAPHORE] a completion of those names
+// (the name a create makes is not completed).
+func (a *app) attachCompletion(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		a.attachCompletion(c)
+	}
+	if cmd.ValidArgsFunction != nil || !cmd.Runnable() {
+		return
+	}
+	fields := strings.Fields(cmd.Use)
+	if len(fields) < 2 || fields[1] != "NAMESPACE" {
+		return
+	}
+	n := 1 // positional names completed
+	if len(fields) > 2 && fields[2] == "SEMAPHORE" {
+		n = 2
+	}
+	if cmd.Name() == "create" && len(fields)-1 == n {
+		n-- // the last positional of a create is the new name
+	}
+	if n == 0 {
+		return
+	}
+	cmd.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		switch {
+		case len(args) == 0:
+			return a.completeNames(cmd, "", toComplete), cobra.ShellCompDirectiveNoFileComp
+		case len(args) == 1 && n == 2:
+			return a.completeNames(cmd, args[0], toComplete), cobra.ShellCompDirectiveNoFileComp
+		}
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// completeNamespaceFlag completes a --namespace flag.
+func (a *app) completeNamespaceFlag(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	return a.completeNames(cmd, "", toComplete), cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeSemaphoreFlag completes a --semaphore flag from --namespace.
+func (a *app) completeSemaphoreFlag(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	ns, _ := cmd.Flags().GetString("namespace")
+	if ns == "" {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	return a.completeNames(cmd, ns, toComplete), cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeNames lists the namespaces (ns == "") or the semaphores of ns
+// that start with prefix. Completion must never print errors into a
+// shell: a failure completes nothing.
+func (a *app) completeNames(cmd *cobra.Command, ns, prefix string) []string {
+	// __complete runs no PersistentPreRun: apply the environment here.
+	if g := groupOf(cmd); g != nil && g.PersistentFlags().Lookup(flagEndpoints) != nil {
+		if applyEnv(g.PersistentFlags(), a.lookupEnv) != nil {
+			return nil
+		}
+	}
+	if a.output == "" {
+		a.output = "table"
+	}
+	if a.checkClientFlags() != nil {
+		return nil
+	}
+	a.quiet = true
+	ctx, cancel := context.WithTimeout(cmdContext(cmd), completeTimeout)
+	defer cancel()
+	cli, err := a.client(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	token := ""
+	for len(out) < completeMax {
+		var names []string
+		var next string
+		if ns == "" {
+			r, err := cli.ListNamespaces(ctx, &pb.ListNamespacesRequest{Limit: maxListLimit, PaginationToken: token})
+			if err != nil {
+				return out
+			}
+			for _, n := range r.GetNamespaces() {
+				names = append(names, n.GetName())
+			}
+			next = r.GetNextPaginationToken()
+		} else {
+			r, err := cli.ListSemaphores(ctx, &pb.ListSemaphoresRequest{NamespaceName: ns, Limit: maxListLimit, PaginationToken: token})
+			if err != nil {
+				return out
+			}
+			for _, s := range r.GetSemaphores() {
+				names = append(names, s.GetName())
+			}
+			next = r.GetNextPaginationToken()
+		}
+		for _, n := range names {
+			if strings.HasPrefix(n, prefix) {
+				out = append(out, n)
+			}
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	return out
+}
