@@ -1,5 +1,5 @@
 // Package raftnode wires hashicorp/raft for Grackle: a bbolt log and stable
-// store, a file snapshot store and a TCP transport in the data dir,
+// store, a file snapshot store and a TCP (or peer TLS) transport in the data dir,
 // bootstrap of a new cluster, and leadership notifications. It knows
 // nothing about the API it replicates.
 package raftnode
@@ -77,7 +77,12 @@ type Node struct {
 	ID   string
 	Addr raft.ServerAddress
 
-	store *raftboltdb.BoltStore
+	// ShutdownTimeout bounds Close (default DefaultShutdownTimeout).
+	ShutdownTimeout time.Duration
+
+	store    *raftboltdb.BoltStore
+	disk     *diskWatch
+	shutdown func() raft.Future // default Raft.Shutdown (tests replace it)
 }
 
 // ErrBadPeer reports a malformed initial-members entry.
@@ -118,6 +123,9 @@ func New(cfg Config) (*Node, error) {
 	notify := make(chan bool, 16)
 	rc.NotifyCh = notify
 
+	if err := checkDataDir(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("raftnode: %w", err)
+	}
 	// NoFreelistSync keeps the log store's commits small (Consul, rqlite).
 	store, err := raftboltdb.New(raftboltdb.Options{
 		Path:        filepath.Join(cfg.DataDir, "raft.db"),
@@ -152,7 +160,10 @@ func New(cfg Config) (*Node, error) {
 			"raft_addr", stream.lis.Addr().String())
 	}
 	trans := raft.NewNetworkTransportWithLogger(stream, 5, 10*time.Second, cfg.Logger.Named("transport"))
-	n := &Node{Transport: trans, LeaderNotify: notify, ID: cfg.NodeID, Addr: trans.LocalAddr(), store: store}
+	disk := &diskWatch{dir: cfg.DataDir, log: cfg.Logger}
+	n := &Node{Transport: trans, LeaderNotify: notify, ID: cfg.NodeID, Addr: trans.LocalAddr(), store: store, disk: disk}
+	ws := watchedStore{BoltStore: store, d: disk}
+	var snapStore raft.SnapshotStore = watchedSnapshots{SnapshotStore: snaps, d: disk}
 
 	has, err := raft.HasExistingState(store, store, snaps)
 	if err != nil {
@@ -174,7 +185,7 @@ func New(cfg Config) (*Node, error) {
 		}
 		cfg.Logger.Info("bootstrapped a new cluster", "members", len(members))
 	}
-	r, err := raft.NewRaft(rc, cfg.FSM, store, store, snaps, trans)
+	r, err := raft.NewRaft(rc, cfg.FSM, ws, ws, snapStore, trans)
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("raftnode: start raft: %w", err)
@@ -194,11 +205,62 @@ func (n *Node) closeStores() {
 	n.store.Close()
 }
 
-// Close shuts Raft down and closes the stores.
+// DefaultShutdownTimeout bounds Close's wait for Raft to stop.
+const DefaultShutdownTimeout = 10 * time.Second
+
+// Close shuts Raft down and closes the stores. It waits at most
+// ShutdownTimeout (default DefaultShutdownTimeout): if Raft has not stopped
+// by then (it waits for its replication goroutines, which wait on their
+// peers), Close returns an error naming what it still waited for and
+// leaves the stores open for the exiting process to drop.
 func (n *Node) Close() error {
-	err := n.Raft.Shutdown().Error()
-	n.closeStores()
-	return err
+	timeout := n.ShutdownTimeout
+	if timeout <= 0 {
+		timeout = DefaultShutdownTimeout
+	}
+	peers := n.peersForShutdown()
+	shutdown := n.shutdown
+	if shutdown == nil {
+		shutdown = n.Raft.Shutdown
+	}
+	done := make(chan error, 1)
+	go func() { done <- shutdown().Error() }()
+	select {
+	case err := <-done:
+		n.closeStores()
+		return err
+	case <-time.After(timeout):
+		what := "its main loop and FSM apply"
+		if len(peers) > 0 {
+			what = "replication to " + strings.Join(peers, ", ") + ", and " + what
+		}
+		return fmt.Errorf("raftnode: raft did not stop within %v; still waiting for %s (stores left open)", timeout, what)
+	}
+}
+
+// peersForShutdown names the other servers of the configuration (Raft
+// runs one replication goroutine per peer while it leads), asked before
+// Shutdown stops the main loop that answers.
+func (n *Node) peersForShutdown() []string {
+	ch := make(chan []string, 1)
+	go func() {
+		f := n.Raft.GetConfiguration()
+		var out []string
+		if f.Error() == nil {
+			for _, s := range f.Configuration().Servers {
+				if string(s.ID) != n.ID {
+					out = append(out, fmt.Sprintf("%s (%s)", s.ID, s.Address))
+				}
+			}
+		}
+		ch <- out
+	}()
+	select {
+	case p := <-ch:
+		return p
+	case <-time.After(time.Second):
+		return nil
+	}
 }
 
 // ParsePeers parses "id=raftAddr[=grpcAddr],..." into peers and, in the

@@ -171,7 +171,10 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 
-	opts := append(cfg.grpcServerOptions(), grpc.ChainUnaryInterceptor(met.UnaryInterceptor()), grpc.ChainStreamInterceptor(met.StreamInterceptor()))
+	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, Metrics: met, done: make(chan struct{}), sec: sec}
+	opts := append(cfg.grpcServerOptions(),
+		grpc.ChainUnaryInterceptor(met.UnaryInterceptor(), s.diskFullUnary),
+		grpc.ChainStreamInterceptor(met.StreamInterceptor(), s.diskFullStream))
 	var split *tlsutil.Split
 	serveLis := lis
 	if sec.api != nil {
@@ -187,8 +190,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	reflection.Register(gs)
 	met.InitializeRPCs(gs)
 
-	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, Metrics: met, grpc: gs, health: hs, lis: lis, done: make(chan struct{}),
-		sec: sec, split: split}
+	s.grpc, s.health, s.lis, s.split = gs, hs, lis, split
 	api.Start(node.LeaderNotify)
 	go func() {
 		if err := gs.Serve(serveLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, net.ErrClosed) {
@@ -261,6 +263,10 @@ func (s *Server) startHTTP() error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", s.Metrics.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := s.Node.DiskFull(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		if addr, _ := s.Node.Raft.LeaderWithID(); addr == "" {
 			http.Error(w, "no leader", http.StatusServiceUnavailable)
 			return
@@ -344,13 +350,20 @@ func (s *Server) Close() error {
 	go func() { s.grpc.GracefulStop(); close(stopped) }()
 	select {
 	case <-stopped:
+		s.log.Debug("shutdown: gRPC calls drained")
 	case <-time.After(2 * time.Second):
+		s.log.Warn("shutdown: gRPC calls still in flight after 2s (waiting acquires, watches); cutting them")
 		s.grpc.Stop()
 	}
 	if s.plain != nil {
 		s.plain.Stop()
 	}
-	return s.Node.Close()
+	if err := s.Node.Close(); err != nil {
+		s.log.Error("shutdown: raft did not stop cleanly", "error", err)
+		return err
+	}
+	s.log.Info("shutdown: complete")
+	return nil
 }
 
 // Run starts a node with cfg and serves until ctx is done.

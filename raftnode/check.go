@@ -1,0 +1,175 @@
+package raftnode
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc64"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
+)
+
+// ErrDamagedDataDir is the error of a data dir a node must not start from:
+// a file is missing, empty, truncated or fails its checksum. Starting
+// would panic, or worse run on a partial state (a term gone backwards, or
+// acknowledged writes lost, which breaks Raft's safety in a cluster).
+// Recovery: wipe the data dir and rejoin the cluster (docs/OPERATIONS.md).
+var ErrDamagedDataDir = errors.New("damaged data dir")
+
+func damaged(file, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s; the node refuses to start from it: wipe the data dir and rejoin the cluster",
+		ErrDamagedDataDir, file, fmt.Sprintf(format, args...))
+}
+
+// snapshotMeta is what the check reads of raft's file snapshot meta.json.
+type snapshotMeta struct {
+	raft.SnapshotMeta
+	CRC []byte
+}
+
+// checkDataDir verifies what a restart reads before raft and bbolt get to
+// it (either panics on some damage, and raft silently skips a snapshot
+// whose meta.json does not load): every snapshot's meta.json must decode
+// and its state.bin match the recorded size and CRC; raft.db must open,
+// every page of its log and stable-store buckets must read, and it must
+// hold the log and term a snapshot beside it implies.
+func checkDataDir(dir string) error {
+	snaps, err := checkSnapshots(filepath.Join(dir, "snapshots"))
+	if err != nil {
+		return err
+	}
+	db := filepath.Join(dir, "raft.db")
+	fi, err := os.Stat(db)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if len(snaps) > 0 {
+			return damaged(db, "missing beside snapshot %s: the Raft log and the vote are lost", snaps[0])
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s: %w", db, err)
+	case fi.Size() == 0:
+		if len(snaps) > 0 {
+			return damaged(db, "empty beside snapshot %s: the Raft log and the vote (current term) are lost", snaps[0])
+		}
+		return nil // a crash right after creating it, before any write
+	}
+	return checkBolt(db, len(snaps) > 0)
+}
+
+// checkSnapshots returns the snapshot directory names, newest first.
+func checkSnapshots(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("snapshots: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") {
+			continue // raft ignores (and cleans up) unfinished snapshots
+		}
+		if err := checkSnapshot(filepath.Join(dir, e.Name())); err != nil {
+			return nil, err
+		}
+		names = append(names, e.Name())
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(names)))
+	return names, nil
+}
+
+func checkSnapshot(dir string) error {
+	metaPath := filepath.Join(dir, "meta.json")
+	b, err := os.ReadFile(metaPath)
+	if err != nil {
+		return damaged(metaPath, "unreadable: %v", err)
+	}
+	var meta snapshotMeta
+	if err := json.Unmarshal(b, &meta); err != nil {
+		return damaged(metaPath, "does not decode: %v", err)
+	}
+	if meta.Version < raft.SnapshotVersionMin || meta.Version > raft.SnapshotVersionMax || meta.Index == 0 || len(meta.CRC) == 0 {
+		return damaged(metaPath, "not a snapshot's metadata (version %d, index %d)", meta.Version, meta.Index)
+	}
+	statePath := filepath.Join(dir, "state.bin")
+	f, err := os.Open(statePath)
+	if err != nil {
+		return damaged(statePath, "unreadable: %v", err)
+	}
+	defer f.Close()
+	h := crc64.New(crc64.MakeTable(crc64.ECMA))
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return damaged(statePath, "unreadable: %v", err)
+	}
+	if n != meta.Size {
+		return damaged(statePath, "%d bytes where meta.json records %d (truncated)", n, meta.Size)
+	}
+	if !bytes.Equal(h.Sum(nil), meta.CRC) {
+		return damaged(statePath, "CRC mismatch: the snapshot's contents are corrupt")
+	}
+	return nil
+}
+
+// checkBolt opens raft.db read-only and reads every page of its buckets.
+// A truncated file faults when bbolt touches a page past its end, and a
+// corrupt page makes bbolt panic: both are caught and named here.
+func checkBolt(path string, haveSnapshot bool) (err error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 2 * time.Second})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return fmt.Errorf("%s: locked (is another node using this data dir?)", path)
+		}
+		return damaged(path, "does not open: %v", err)
+	}
+	defer db.Close()
+	done := make(chan error, 1)
+	go func() {
+		// A fault on a page past the end of the file panics here instead of
+		// crashing the process.
+		debug.SetPanicOnFault(true)
+		defer func() {
+			if r := recover(); r != nil {
+				done <- damaged(path, "truncated or corrupt (%v)", r)
+			}
+		}()
+		done <- db.View(func(tx *bolt.Tx) error {
+			logs, conf := tx.Bucket([]byte("logs")), tx.Bucket([]byte("conf"))
+			if logs == nil || conf == nil {
+				if haveSnapshot {
+					return damaged(path, "has no Raft log or stable store beside a snapshot")
+				}
+				return nil
+			}
+			entries := 0
+			if err := logs.ForEach(func(k, v []byte) error {
+				if len(k) != 8 {
+					return damaged(path, "a log key of %d bytes (want 8)", len(k))
+				}
+				entries++
+				return nil
+			}); err != nil {
+				return err
+			}
+			if err := conf.ForEach(func(k, v []byte) error { return nil }); err != nil {
+				return err
+			}
+			if haveSnapshot && conf.Get([]byte("CurrentTerm")) == nil {
+				return damaged(path, "holds no current term beside a snapshot: the vote is lost")
+			}
+			return nil
+		})
+	}()
+	return <-done
+}

@@ -1,0 +1,186 @@
+package raftnode
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// seedDataDir runs a single node that applies entries, snapshots, applies
+// more and stops: a data dir with a snapshot and log entries after it.
+func seedDataDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	n, err := New(Config{NodeID: "n1", DataDir: dir, BindAddr: "127.0.0.1:0", Bootstrap: true,
+		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond, LeaderLeaseTimeout: 50 * time.Millisecond,
+		FSM: &raft.MockFSM{}, Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for n.Raft.State() != raft.Leader {
+		if time.Now().After(deadline) {
+			t.Fatal("no leader")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	apply := func(k int) {
+		for i := 0; i < k; i++ {
+			if err := n.Raft.Apply([]byte(strings.Repeat("x", 512)), 10*time.Second).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	apply(200)
+	if err := n.Raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	apply(50)
+	return dir
+}
+
+func restart(dir string) error {
+	n, err := New(Config{NodeID: "n1", DataDir: dir, BindAddr: "127.0.0.1:0", Bootstrap: true,
+		FSM: &raft.MockFSM{}, Logger: hclog.NewNullLogger()})
+	if err == nil {
+		n.Close()
+	}
+	return err
+}
+
+func newestSnapshot(t *testing.T, dir string) string {
+	t.Helper()
+	snaps, err := checkSnapshots(filepath.Join(dir, "snapshots"))
+	if err != nil || len(snaps) == 0 {
+		t.Fatalf("snapshots: %v %v", snaps, err)
+	}
+	return filepath.Join(dir, "snapshots", snaps[0])
+}
+
+// A damaged data dir refuses to start with an error that names the file
+// and what is wrong: never a panic, never a silent start on partial state.
+func TestDamagedDataDirRefusesToStart(t *testing.T) {
+	if err := restart(seedDataDir(t)); err != nil {
+		t.Fatalf("an intact data dir: %v", err)
+	}
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, dir string) string // returns the file named
+		want   string
+	}{
+		{"empty raft.db beside a snapshot", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "raft.db")
+			must(t, os.Truncate(p, 0))
+			return p
+		}, "empty beside snapshot"},
+		{"raft.db removed beside a snapshot", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "raft.db")
+			must(t, os.Remove(p))
+			return p
+		}, "missing beside snapshot"},
+		{"truncated raft.db", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "raft.db")
+			fi, err := os.Stat(p)
+			must(t, err)
+			must(t, os.Truncate(p, fi.Size()/2))
+			return p
+		}, "raft.db"},
+		{"raft.db overwritten with garbage pages", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "raft.db")
+			f, err := os.OpenFile(p, os.O_RDWR, 0)
+			must(t, err)
+			fi, _ := f.Stat()
+			garbage := []byte(strings.Repeat("\xde\xad\xbe\xef", 1024))
+			for off := int64(2 * 4096); off < fi.Size(); off += 4096 {
+				_, _ = f.WriteAt(garbage, off)
+			}
+			f.Close()
+			return p
+		}, "raft.db"},
+		{"corrupt newest snapshot", func(t *testing.T, dir string) string {
+			p := filepath.Join(newestSnapshot(t, dir), "state.bin")
+			f, err := os.OpenFile(p, os.O_RDWR, 0)
+			must(t, err)
+			_, err = f.WriteAt([]byte("corrupt"), 10)
+			must(t, err)
+			f.Close()
+			return p
+		}, "CRC mismatch"},
+		{"truncated newest snapshot", func(t *testing.T, dir string) string {
+			p := filepath.Join(newestSnapshot(t, dir), "state.bin")
+			must(t, os.Truncate(p, 7))
+			return p
+		}, "truncated"},
+		{"damaged snapshot meta.json", func(t *testing.T, dir string) string {
+			p := filepath.Join(newestSnapshot(t, dir), "meta.json")
+			must(t, os.WriteFile(p, []byte("{\"Version\":"), 0o600))
+			return p
+		}, "does not decode"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := seedDataDir(t)
+			file := tc.damage(t, dir)
+			var err error
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("panic on restart: %v", r)
+					}
+				}()
+				err = restart(dir)
+			}()
+			if !errors.Is(err, ErrDamagedDataDir) {
+				t.Fatalf("restart: %v, want ErrDamagedDataDir", err)
+			}
+			if !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "wipe the data dir and rejoin") {
+				t.Fatalf("error %q does not name %s and %q and how to recover", err, file, tc.want)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hungFuture never completes, like raft.Shutdown waiting on a replication
+// goroutine stuck on an unresponsive peer.
+type hungFuture struct{}
+
+func (hungFuture) Error() error { select {} }
+
+// Close is bounded and says what it still waited for.
+func TestCloseIsBoundedAndSaysWhatItWaitedFor(t *testing.T) {
+	n, err := New(Config{NodeID: "n1", DataDir: t.TempDir(), BindAddr: "127.0.0.1:0", Bootstrap: true,
+		InitialMembers: []Peer{{ID: "n1", Addr: "127.0.0.1:1"}, {ID: "n2", Addr: "127.0.0.1:2"}},
+		FSM:            &raft.MockFSM{}, Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := n.Raft.Shutdown
+	defer func() { _ = real().Error(); n.closeStores() }()
+	n.shutdown = func() raft.Future { return hungFuture{} }
+	n.ShutdownTimeout = 200 * time.Millisecond
+	done := make(chan error, 1)
+	go func() { done <- n.Close() }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "did not stop within") || !strings.Contains(err.Error(), "replication to n2 (127.0.0.1:2)") {
+			t.Fatalf("Close: %v", err)
+		}
+		t.Log(err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close still waiting after 30 s with a 200 ms bound")
+	}
+}
