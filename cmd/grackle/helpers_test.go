@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"testing"
 	"time"
 
@@ -30,8 +31,24 @@ func runCLI(t *testing.T, env map[string]string, args ...string) cliResult {
 
 func runCLIServer(t *testing.T, env map[string]string, runServer func(context.Context, server.Config) error, args ...string) cliResult {
 	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	return runCLIOpts(t, ctx, env, runServer, false, args...)
+}
+
+// runCLIOpts runs the command line with ctx (cancel it to interrupt),
+// stdout seen as a terminal when term.
+func runCLIOpts(t *testing.T, ctx context.Context, env map[string]string, runServer func(context.Context, server.Config) error, term bool, args ...string) cliResult {
+	t.Helper()
+	if runServer == nil {
+		runServer = func(context.Context, server.Config) error {
+			t.Errorf("server.Run called by %q", args)
+			return nil
+		}
+	}
 	var stdout, stderr bytes.Buffer
 	a := &app{
+		isTerminal: func(io.Writer) bool { return term },
 		stdout: &stdout,
 		stderr: &stderr,
 		lookupEnv: func(k string) (string, bool) {
@@ -41,8 +58,6 @@ func runCLIServer(t *testing.T, env map[string]string, runServer func(context.Co
 		now:       func() time.Time { return testNow },
 		runServer: runServer,
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	code := a.execute(ctx, args)
 	return cliResult{stdout: stdout.String(), stderr: stderr.String(), code: code}
 }
