@@ -49,8 +49,8 @@ func runCLIOpts(t *testing.T, ctx context.Context, env map[string]string, runSer
 	var stdout, stderr bytes.Buffer
 	a := &app{
 		isTerminal: func(io.Writer) bool { return term },
-		stdout: &stdout,
-		stderr: &stderr,
+		stdout:     &stdout,
+		stderr:     &stderr,
 		lookupEnv: func(k string) (string, bool) {
 			v, ok := env[k]
 			return v, ok
