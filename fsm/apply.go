@@ -38,6 +38,9 @@ type Result struct {
 	// their namespace); RemovedNamespace is set by DeleteNamespace.
 	RemovedSemaphores []SemKey
 	RemovedNamespace  string
+
+	// Batch has one result per command of a Batch entry, in order.
+	Batch []*Result
 }
 
 // GrantResult is the outcome of one conditional grant.
@@ -123,6 +126,11 @@ func (a *applier) op(cmd *fsmpb.Command) *Error {
 		return a.setLimits(op.SetLimits)
 	case *fsmpb.Command_Noop:
 		return nil
+	case *fsmpb.Command_Batch:
+		if len(cmd.GetGrants()) > 0 {
+			return errf(CodeInternal, "a batch carries no grants of its own")
+		}
+		return a.batch(op.Batch)
 	case nil:
 		if cmd.GetSkippable() {
 			return nil
