@@ -68,6 +68,12 @@ type Config struct {
 	// from here is routed around, through the endpoints.
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 
+	// Observer, when set, receives three events per Semaphore.Acquire and
+	// TryAcquire: start, rejected (refused without waiting) and stop (with
+	// duration and result); see Observer. client/promobserver exports them
+	// as Prometheus metrics.
+	Observer Observer
+
 	// Logger receives the client's few log lines (a member address that
 	// cannot be reached, so calls go through the endpoints instead; said
 	// once per address). Default: no logging.

@@ -91,14 +91,14 @@ func (m *Semaphore) Session() *Session { return m.sess }
 // releases it (bounded by 2 s past the context) so that a grant nobody
 // will use is not kept. Other failures are returned as gRPC status errors.
 func (m *Semaphore) Acquire(ctx context.Context, weight int64, opts ...AcquireOption) (*Grant, error) {
-	return m.acquire(ctx, weight, true, opts)
+	return m.observe(weight, true, func() (*Grant, error) { return m.acquire(ctx, weight, true, opts) })
 }
 
 // TryAcquire takes weight permits only if they are granted at once
 // (timeout_seconds 0): enough free permits and nobody queued before it.
 // Otherwise it returns an *AcquireError matching ErrWouldBlock.
 func (m *Semaphore) TryAcquire(ctx context.Context, weight int64, opts ...AcquireOption) (*Grant, error) {
-	return m.acquire(ctx, weight, false, opts)
+	return m.observe(weight, false, func() (*Grant, error) { return m.acquire(ctx, weight, false, opts) })
 }
 
 // Release drops the session's hold of the semaphore (all of its weight).
