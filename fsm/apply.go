@@ -324,22 +324,22 @@ func (a *applier) lookupGrant(g *fsmpb.Grant) (semRec, leaseRec, leaseHold, bool
 	s := a.s
 	ns, ok := s.getNS(g.NamespaceName)
 	if !ok {
-		return semRec{}, leaseRec{}, leaseHold{}, false, notFound("namespace %q not found", g.NamespaceName)
+		return semRec{}, leaseRec{}, nil, false, notFound("namespace %q not found", g.NamespaceName)
 	}
 	sem, ok := s.getSem(ns.name, g.SemaphoreName)
 	if !ok {
-		return semRec{}, leaseRec{}, leaseHold{}, false, notFound("semaphore %q not found in namespace %q", g.SemaphoreName, g.NamespaceName)
+		return semRec{}, leaseRec{}, nil, false, notFound("semaphore %q not found in namespace %q", g.SemaphoreName, g.NamespaceName)
 	}
 	// docs/API.md, Acquire validation: a weight that can never fit
 	// is InvalidArgument even when the lease is also missing.
 	if g.Weight > sem.permits {
 		e := invalid("weight exceeds semaphore permits (weight %d, permits %d)", g.Weight, sem.permits)
 		e.Reason = ReasonWeightExceedsPermits
-		return semRec{}, leaseRec{}, leaseHold{}, false, e
+		return semRec{}, leaseRec{}, nil, false, e
 	}
 	li := s.identOf(ns.name, g.LeaseId)
 	if li == nil || li.liveExp <= a.now {
-		return semRec{}, leaseRec{}, leaseHold{}, false, notFound("lease %q not found or expired in namespace %q", g.LeaseId, g.NamespaceName)
+		return semRec{}, leaseRec{}, nil, false, notFound("lease %q not found or expired in namespace %q", g.LeaseId, g.NamespaceName)
 	}
 	var old leaseHold
 	i, had := li.findHold(sem.name)
@@ -372,10 +372,10 @@ func (a *applier) tryGrant(g *fsmpb.Grant, sem *semRec, l leaseRec, old leaseHol
 	var h holderRec
 	if !had {
 		s.holdSeq++
-		h = holderRec{ns: sem.ns, sem: sem.name, seq: s.holdSeq, leaseID: l.id, lockedAt: a.now}
+		h = holderRec{ns: sem.ns, sem: sem.name, seq: s.holdSeq, lease: l.leaseIdent, lockedAt: a.now}
 		sem.holders++
 	} else {
-		h = holderRec{ns: sem.ns, sem: sem.name, seq: old.seq, leaseID: l.id, lockedAt: old.lockedAt}
+		h = holderRec{ns: sem.ns, sem: sem.name, seq: old.seq, lease: l.leaseIdent, lockedAt: old.lockedAt}
 		if g.Weight < old.weight {
 			a.res.Freed = append(a.res.Freed, SemKey{sem.ns, sem.name})
 		}
@@ -483,7 +483,7 @@ func (a *applier) release(c *fsmpb.Release) *Error {
 		return notFound("semaphore %q not found in namespace %q", c.SemaphoreName, c.NamespaceName)
 	}
 	if lh, li, ok := s.holdOf(sem.ns, sem.name, c.LeaseId); ok {
-		s.holders.Delete(holderRec{ns: sem.ns, sem: sem.name, seq: lh.seq})
+		s.holders.Delete(lh)
 		li.dropHold(sem.name)
 		sem.holds -= lh.weight
 		sem.holders--
@@ -513,7 +513,10 @@ func (a *applier) createLease(c *fsmpb.CreateLease) *Error {
 	if ns.leaseCount >= s.limits.MaxLeasesPerNamespace {
 		return errf(CodeResourceExhausted, "leases: limit of %d per namespace reached in %q", s.limits.MaxLeasesPerNamespace, ns.name)
 	}
-	l := leaseRec{leaseIdent: &leaseIdent{ns: ns.name, id: c.LeaseId, proc: c.ProcessId}, ttl: c.TtlSeconds, createdAt: a.now,
+	// id and proc share one allocation (they live and die together), and
+	// neither keeps the decoded command's strings alive.
+	idProc := c.LeaseId + c.ProcessId
+	l := leaseRec{leaseIdent: &leaseIdent{ns: ns.name, id: idProc[:len(c.LeaseId)], proc: idProc[len(c.LeaseId):]}, ttl: c.TtlSeconds, createdAt: a.now,
 		expiresAt: addTTL(a.now, c.TtlSeconds)}
 	s.putLease(l)
 	ns.leaseCount++

@@ -255,8 +255,8 @@ func dumpState(f *FSM) string {
 		fmt.Fprintf(&b, "lease %q/%q proc=%q ttl=%d c=%d exp=%d\n", l.ns, l.id, l.proc, l.ttl, l.createdAt, l.expiresAt)
 		return true
 	})
-	s.holders.Ascend(func(h holderRec) bool {
-		fmt.Fprintf(&b, "holder %q/%q seq=%d lease=%q w=%d locked=%d token=%d md=%s\n", h.ns, h.sem, h.seq, h.leaseID, h.weight, h.lockedAt, h.token, mdString(h.md))
+	s.holders.Ascend(func(h *holderRec) bool {
+		fmt.Fprintf(&b, "holder %q/%q seq=%d lease=%q w=%d locked=%d token=%d md=%s\n", h.ns, h.sem, h.seq, h.lease.id, h.weight, h.lockedAt, h.token, mdString(h.md))
 		return true
 	})
 	s.members.Ascend(func(m memberRec) bool {

@@ -133,7 +133,7 @@ func (s *state) checkSemaphores(semCount map[string]int64, holds *int) error {
 		}
 		return true
 	}
-	s.holders.Ascend(func(h holderRec) bool {
+	s.holders.Ascend(func(h *holderRec) bool {
 		if !inGroup || h.ns != cur.ns || h.sem != cur.name {
 			if !endGroup() {
 				return false
@@ -145,9 +145,12 @@ func (s *state) checkSemaphores(semCount map[string]int64, holds *int) error {
 			cur, curHolds, curHolders, inGroup = x, 0, 0, true
 			groups++
 		}
-		li := s.identOf(h.ns, h.leaseID)
-		if li == nil {
-			return fail("holder %d on %s/%s without lease %s", h.seq, h.ns, h.sem, h.leaseID)
+		if h.lease == nil {
+			return fail("holder %d on %s/%s without lease", h.seq, h.ns, h.sem)
+		}
+		li := s.identOf(h.ns, h.lease.id)
+		if li == nil || li != h.lease {
+			return fail("holder %d on %s/%s without lease %s", h.seq, h.ns, h.sem, h.lease.id)
 		}
 		if h.weight < 1 {
 			return fail("holder %d has weight %d", h.seq, h.weight)
@@ -156,7 +159,7 @@ func (s *state) checkSemaphores(semCount map[string]int64, holds *int) error {
 			return fail("holder %d: seq/token beyond counters", h.seq)
 		}
 		i, ok := li.findHold(h.sem)
-		if !ok || li.holds[i] != (leaseHold{sem: h.sem, seq: h.seq, weight: h.weight, lockedAt: h.lockedAt}) {
+		if !ok || li.holds[i] != h {
 			return fail("holder %d on %s/%s missing from the lease index", h.seq, h.ns, h.sem)
 		}
 		curHolds += h.weight

@@ -32,8 +32,8 @@ func (s *state) semView(x semRec, now int64) *pb.Semaphore {
 }
 
 func (s *state) holderView(h holderRec, now int64) *pb.SemaphoreHolder {
-	v := &pb.SemaphoreHolder{LeaseId: h.leaseID, Weight: h.weight, LockedAt: h.lockedAt, FencingToken: h.token, Metadata: copyMetadata(h.md)}
-	if l, ok := s.getLease(h.ns, h.leaseID); ok {
+	v := &pb.SemaphoreHolder{LeaseId: h.lease.id, Weight: h.weight, LockedAt: h.lockedAt, FencingToken: h.token, Metadata: copyMetadata(h.md)}
+	if l, ok := s.getLease(h.ns, h.lease.id); ok {
 		v.ProcessId, v.ExpiresAt = l.proc, l.expiresAt
 	}
 	return v
@@ -41,7 +41,7 @@ func (s *state) holderView(h holderRec, now int64) *pb.SemaphoreHolder {
 
 // holderViewOf is holderView for a hold whose lease the caller has at hand.
 func holderViewOf(h holderRec, l leaseRec) *pb.SemaphoreHolder {
-	return &pb.SemaphoreHolder{LeaseId: h.leaseID, ProcessId: l.proc, Weight: h.weight, LockedAt: h.lockedAt, ExpiresAt: l.expiresAt,
+	return &pb.SemaphoreHolder{LeaseId: h.lease.id, ProcessId: l.proc, Weight: h.weight, LockedAt: h.lockedAt, ExpiresAt: l.expiresAt,
 		FencingToken: h.token, Metadata: copyMetadata(h.md)}
 }
 
@@ -258,27 +258,27 @@ func (s *state) listHolders(ns, sem string, limit int32, token string, now int64
 	if _, err := s.getSemaphore(ns, sem, now); err != nil {
 		return Page[*pb.SemaphoreHolder]{}, err
 	}
-	sc := listScope[holderRec]{kind: "hold", tree: s.holders, start: holderRec{ns: ns, sem: sem},
-		inScope: func(h holderRec) bool { return h.ns == ns && h.sem == sem },
-		keyOf:   func(h holderRec) string { return strconv.FormatUint(h.seq, 10) },
-		pivot: func(k string) (holderRec, bool) {
+	sc := listScope[*holderRec]{kind: "hold", tree: s.holders, start: &holderRec{ns: ns, sem: sem},
+		inScope: func(h *holderRec) bool { return h.ns == ns && h.sem == sem },
+		keyOf:   func(h *holderRec) string { return strconv.FormatUint(h.seq, 10) },
+		pivot: func(k string) (*holderRec, bool) {
 			if k == "" {
-				return holderRec{ns: ns, sem: sem}, true
+				return &holderRec{ns: ns, sem: sem}, true
 			}
 			seq, err := strconv.ParseUint(strings.TrimSuffix(k, "\x00"), 10, 64)
 			if strings.HasSuffix(k, "\x00") && seq < math.MaxUint64 {
 				seq++ // "<seq>\x00" is the position just after seq (see page)
 			}
-			return holderRec{ns: ns, sem: sem, seq: seq}, err == nil
+			return &holderRec{ns: ns, sem: sem, seq: seq}, err == nil
 		},
-		visible: func(h holderRec) bool { return s.leaseAlive(h.ns, h.leaseID, now) }}
+		visible: func(h *holderRec) bool { return s.leaseAlive(h.ns, h.lease.id, now) }}
 	p, err := sc.page(limit, token)
 	if err != nil {
 		return Page[*pb.SemaphoreHolder]{}, err
 	}
 	out := Page[*pb.SemaphoreHolder]{Next: p.Next, Previous: p.Previous}
 	for _, h := range p.Items {
-		out.Items = append(out.Items, s.holderView(h, now))
+		out.Items = append(out.Items, s.holderView(*h, now))
 	}
 	return out, nil
 }

@@ -87,7 +87,7 @@ func appendLease(b []byte, l leaseRec) []byte {
 func appendHolder(b []byte, h holderRec) []byte {
 	b = appendStr(appendStr(b, h.ns), h.sem)
 	b = binary.AppendUvarint(b, h.seq)
-	b = appendStr(b, h.leaseID)
+	b = appendStr(b, h.lease.id)
 	b = binary.AppendVarint(b, h.weight)
 	b = binary.AppendVarint(b, h.lockedAt)
 	b = binary.AppendUvarint(b, h.token)
@@ -185,7 +185,7 @@ func (d *dec) end() error {
 // decodeHolder decodes a holder record with fresh strings (tests).
 func decodeHolder(rec []byte) (holderRec, error) {
 	d := dec{b: rec}
-	h := holderRec{ns: d.str(), sem: d.str(), seq: d.uvarint(), leaseID: d.str(), weight: d.varint(),
+	h := holderRec{ns: d.str(), sem: d.str(), seq: d.uvarint(), lease: &leaseIdent{id: d.str()}, weight: d.varint(),
 		lockedAt: d.varint(), token: d.uvarint(), md: d.md()}
 	return h, d.end()
 }

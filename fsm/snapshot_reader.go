@@ -276,7 +276,7 @@ func loadState(tx *bolt.Tx, st *state) error {
 	// Holders, in (ns, sem, seq) order: a merge walk over the semaphores
 	// (also in (ns, name) order) finds each holder's semaphore.
 	si := 0
-	holders := make([]holderRec, 0, recordsBound(tx, bucketHolders))
+	holders := make([]*holderRec, 0, recordsBound(tx, bucketHolders))
 	if err := eachRecord(tx, bucketHolders, func(rec []byte) error {
 		d := dec{b: rec}
 		nsName, semName, seq, leaseID := d.bytes(), d.bytes(), d.uvarint(), d.bytes()
@@ -300,9 +300,9 @@ func loadState(tx *bolt.Tx, st *state) error {
 		}
 		sem.holds += weight
 		sem.holders++
-		h := holderRec{ns: sem.ns, sem: sem.name, seq: seq, leaseID: li.id, weight: weight, lockedAt: lockedAt, token: token, md: md}
+		h := &holderRec{ns: sem.ns, sem: sem.name, seq: seq, lease: li, weight: weight, lockedAt: lockedAt, token: token, md: md}
 		holders = append(holders, h)
-		li.setHold(leaseHold{sem: h.sem, seq: h.seq, weight: h.weight, lockedAt: h.lockedAt})
+		li.setHold(h)
 		return nil
 	}); err != nil {
 		return err

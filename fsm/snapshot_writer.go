@@ -214,8 +214,8 @@ func (sn *snapshot) fill(db *bolt.DB) error {
 		return w.err == nil
 	})
 	table(bucketHolders)
-	s.holders.Ascend(func(h holderRec) bool {
-		t.rec = appendHolder(t.rec[:0], h)
+	s.holders.Ascend(func(h *holderRec) bool {
+		t.rec = appendHolder(t.rec[:0], *h)
 		t.add()
 		return w.err == nil
 	})

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"maps"
-	"slices"
 	"sort"
 	"strings"
 
@@ -62,18 +61,16 @@ type leaseIdent struct {
 	holds                         []leaseHold // sorted by semaphore name
 }
 
-// leaseHold is one hold of a lease, as the lease sees it (the holder
-// record's key and the fields acquire and release need).
-type leaseHold struct {
-	sem              string
-	seq              uint64
-	weight, lockedAt int64
-}
+// leaseHold is one hold of a lease, as the lease sees it: the holder
+// record itself, shared with the holders tree. A stored holder record is
+// never changed (a change stores a new record), so the pointer is as good
+// as a copy, for the tree's snapshot clones too, and costs 8 bytes.
+type leaseHold = *holderRec
 
 type holderRec struct {
 	ns, sem  string
-	seq      uint64 // acquisition order within the whole state
-	leaseID  string
+	seq      uint64      // acquisition order within the whole state
+	lease    *leaseIdent // the holding lease (Persist reads only its id)
 	weight   int64
 	lockedAt int64
 	token    uint64
@@ -135,7 +132,7 @@ type state struct {
 	// The tables: Persist writes these (from a clone).
 	namespaces *btree.BTreeG[nsRec]
 	semaphores *btree.BTreeG[semRec]
-	holders    *btree.BTreeG[holderRec]
+	holders    *btree.BTreeG[*holderRec] // records immutable once stored
 	leases     *btree.BTreeG[leaseRec]
 	members    *btree.BTreeG[memberRec]
 
@@ -163,7 +160,7 @@ func lessSem(a, b semRec) bool {
 	return a.name < b.name
 }
 
-func lessHolder(a, b holderRec) bool {
+func lessHolder(a, b *holderRec) bool {
 	if c := strings.Compare(a.ns, b.ns); c != 0 {
 		return c < 0
 	}
@@ -253,20 +250,33 @@ func (s *state) persistView() *state {
 
 // clone is an independent copy that can be applied to (tests). The tables
 // without lease identities are copy-on-write clones; the lease side (whose
-// idents carry live data) is rebuilt, O(leases).
+// idents carry live data) and the holders (which point at their lease's
+// ident) are rebuilt, O(leases + holders).
 func (s *state) clone() *state {
 	c := newState()
 	c.namespaces = s.namespaces.Clone()
 	c.semaphores = s.semaphores.Clone()
-	c.holders = s.holders.Clone()
 	c.members = s.members.Clone()
 	c.semIdx = maps.Clone(s.semIdx)
 	c.lastNow, c.lastToken, c.holdSeq, c.lastIndex, c.limits = s.lastNow, s.lastToken, s.holdSeq, s.lastIndex, s.limits
 	s.leases.Ascend(func(l leaseRec) bool {
-		li := &leaseIdent{ns: l.ns, id: l.id, proc: l.proc, holds: slices.Clone(l.holds)}
+		li := &leaseIdent{ns: l.ns, id: l.id, proc: l.proc}
 		c.putLease(leaseRec{leaseIdent: li, ttl: l.ttl, createdAt: l.createdAt, expiresAt: l.expiresAt})
 		return true
 	})
+	hs := make([]*holderRec, 0, s.holders.Len())
+	s.holders.Ascend(func(h *holderRec) bool {
+		n := *h
+		n.lease = c.identOf(h.ns, h.lease.id)
+		hs = append(hs, &n)
+		if n.lease != nil {
+			n.lease.setHold(&n)
+		}
+		return true
+	})
+	if err := c.holders.BuildFromSorted(hs); err != nil {
+		panic("fsm: clone of a holders table out of order: " + err.Error())
+	}
 	return c
 }
 
@@ -325,7 +335,7 @@ func (li *leaseIdent) setHold(h leaseHold) {
 		li.holds[i] = h
 		return
 	}
-	li.holds = append(li.holds, leaseHold{})
+	li.holds = append(li.holds, nil)
 	copy(li.holds[i+1:], li.holds[i:])
 	li.holds[i] = h
 }
@@ -343,22 +353,22 @@ func (li *leaseIdent) dropHold(sem string) {
 func (s *state) holdOf(ns, sem, leaseID string) (leaseHold, *leaseIdent, bool) {
 	li := s.identOf(ns, leaseID)
 	if li == nil {
-		return leaseHold{}, nil, false
+		return nil, nil, false
 	}
 	i, ok := li.findHold(sem)
 	if !ok {
-		return leaseHold{}, li, false
+		return nil, li, false
 	}
 	return li.holds[i], li, true
 }
 
 // holderOf finds the hold a lease has on a semaphore.
 func (s *state) holderOf(ns, sem, leaseID string) (holderRec, bool) {
-	lh, li, ok := s.holdOf(ns, sem, leaseID)
+	lh, _, ok := s.holdOf(ns, sem, leaseID)
 	if !ok {
 		return holderRec{}, false
 	}
-	return s.holders.Get(holderRec{ns: li.ns, sem: lh.sem, seq: lh.seq})
+	return *lh, true
 }
 
 // putLease stores a new lease with its index entries.
@@ -383,15 +393,16 @@ func (s *state) setLeaseExpiry(l leaseRec, at int64) leaseRec {
 
 // addHolder stores a new hold (holder record and the lease's side).
 func (s *state) addHolder(h holderRec, li *leaseIdent) {
-	s.holders.ReplaceOrInsert(h)
-	li.setHold(leaseHold{sem: h.sem, seq: h.seq, weight: h.weight, lockedAt: h.lockedAt})
+	p := &h
+	s.holders.ReplaceOrInsert(p)
+	li.setHold(p)
 }
 
 // dropHolder deletes one hold and its index entry; the caller adjusts the
 // semaphore's counts.
 func (s *state) dropHolder(h holderRec) {
-	s.holders.Delete(h)
-	if li := s.identOf(h.ns, h.leaseID); li != nil {
+	s.holders.Delete(&h)
+	if li := s.identOf(h.ns, h.lease.id); li != nil {
 		li.dropHold(h.sem)
 	}
 }
@@ -402,7 +413,7 @@ func (s *state) removeLease(l leaseRec) []string {
 	li := l.leaseIdent
 	sems := make([]string, 0, len(li.holds))
 	for _, lh := range li.holds {
-		s.holders.Delete(holderRec{ns: li.ns, sem: lh.sem, seq: lh.seq})
+		s.holders.Delete(lh)
 		if sem, ok := s.getSem(li.ns, lh.sem); ok {
 			sem.holds -= lh.weight
 			sem.holders--
@@ -425,11 +436,11 @@ func (s *state) removeLease(l leaseRec) []string {
 // semaphoreHolders lists a semaphore's holds in acquisition order.
 func (s *state) semaphoreHolders(ns, sem string) []holderRec {
 	var hs []holderRec
-	s.holders.AscendGreaterOrEqual(holderRec{ns: ns, sem: sem}, func(h holderRec) bool {
+	s.holders.AscendGreaterOrEqual(&holderRec{ns: ns, sem: sem}, func(h *holderRec) bool {
 		if h.ns != ns || h.sem != sem {
 			return false
 		}
-		hs = append(hs, h)
+		hs = append(hs, *h)
 		return true
 	})
 	return hs
@@ -449,7 +460,7 @@ func (s *state) effectiveHolds(sem semRec, now int64) (holds, holders int64) {
 		return sem.holds, sem.holders
 	}
 	for _, h := range s.semaphoreHolders(sem.ns, sem.name) {
-		if l, ok := s.getLease(h.ns, h.leaseID); ok && l.expiresAt > now {
+		if l, ok := s.getLease(h.ns, h.lease.id); ok && l.expiresAt > now {
 			holds += h.weight
 			holders++
 		}
