@@ -76,6 +76,8 @@ type Node struct {
 
 	ID   string
 	Addr raft.ServerAddress
+	// Snapshots is the node's snapshot store (backups read the latest).
+	Snapshots raft.SnapshotStore
 
 	// ShutdownTimeout bounds Close (default DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
@@ -164,6 +166,7 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{Transport: trans, LeaderNotify: notify, ID: cfg.NodeID, Addr: trans.LocalAddr(), store: store, disk: disk}
 	ws := watchedStore{BoltStore: store, d: disk}
 	var snapStore raft.SnapshotStore = watchedSnapshots{SnapshotStore: snaps, d: disk}
+	n.Snapshots = snapStore
 
 	has, err := raft.HasExistingState(store, store, snaps)
 	if err != nil {

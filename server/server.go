@@ -19,6 +19,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/grackle-coord/grackle/admin"
 	"github.com/grackle-coord/grackle/fsm"
 	"github.com/grackle-coord/grackle/metrics"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
@@ -29,11 +30,12 @@ import (
 
 // Server is one running node.
 type Server struct {
-	cfg  Config
-	log  hclog.Logger
-	FSM  *fsm.FSM
-	Node *raftnode.Node
-	API  *rpc.Service
+	cfg   Config
+	log   hclog.Logger
+	FSM   *fsm.FSM
+	Node  *raftnode.Node
+	API   *rpc.Service
+	admin *admin.Service
 	// Metrics is the node's Prometheus registry and instruments.
 	Metrics *metrics.Metrics
 	grpc    *grpc.Server
@@ -184,13 +186,15 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	}
 	gs := grpc.NewServer(opts...)
 	pb.RegisterGrackleServiceServer(gs, api)
-	pb.RegisterClusterServiceServer(gs, api)
+	adm := admin.New(admin.Config{NodeID: cfg.NodeID, InitialGRPC: initialGRPC,
+		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(sec.peerDialCreds())}}, api, node.Raft, f, node.Snapshots, log.Named("admin"))
+	pb.RegisterClusterServiceServer(gs, adm)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 	met.InitializeRPCs(gs)
 
-	s.grpc, s.health, s.lis, s.split = gs, hs, lis, split
+	s.grpc, s.health, s.lis, s.split, s.admin = gs, hs, lis, split, adm
 	api.Start(node.LeaderNotify)
 	go func() {
 		if err := gs.Serve(serveLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, net.ErrClosed) {
@@ -346,6 +350,7 @@ func (s *Server) Close() error {
 		s.http.Close()
 	}
 	s.API.Stop()
+	s.admin.Close()
 	stopped := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(stopped) }()
 	select {

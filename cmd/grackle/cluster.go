@@ -27,7 +27,7 @@ func (a *app) clusterStatusCmd() *cobra.Command {
 		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.GetClusterStatusResponse, error) {
-				return c.cluster.GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
+				return c.cluster.GetClusterStatus(ctx, &pb.GetClusterStatusRequest{ProbeMembers: true})
 			})
 			if err != nil {
 				return err

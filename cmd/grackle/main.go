@@ -31,6 +31,7 @@ import (
 	"github.com/grackle-coord/grackle/client"
 	"github.com/grackle-coord/grackle/internal/statusline"
 	"github.com/grackle-coord/grackle/server"
+	"github.com/grackle-coord/grackle/version"
 )
 
 // Exit codes; see the package comment.
@@ -191,6 +192,8 @@ Durations are Go durations (30s, 1m, 250ms); a bare number is seconds.
 		root.AddCommand(c)
 	}
 	a.attachCompletion(root)
+	root.Version = version.Get().String()
+	root.SetVersionTemplate("{{.Version}}\n")
 	return root
 }
 
@@ -205,6 +208,8 @@ func (a *app) commands() []*cobra.Command {
 		a.clusterCmd(),
 		a.benchCmd(),
 		a.runCmd(),
+		a.snapshotCmd(),
+		a.versionCmd(),
 	}
 }
 

@@ -492,10 +492,17 @@ func membersTable(t *tableOut, members []*pb.Member) {
 		if ms := m.GetLastContactMs(); ms >= 0 && m.GetState() != "leader" {
 			contact = humanDuration(time.Duration(ms)*time.Millisecond) + " ago"
 		}
+		ver, applied := "-", "-"
+		if m.GetVersion() != "" {
+			ver = m.GetVersion()
+		}
+		if m.GetReachability() == "self" || m.GetReachability() == "reachable" {
+			applied = strconv.FormatUint(m.GetAppliedIndex(), 10)
+		}
 		rows = append(rows, []string{m.GetNodeId(), m.GetSuffrage(), m.GetState(), m.GetRaftAddress(),
-			m.GetGrpcAddress(), contact})
+			m.GetGrpcAddress(), contact, applied, ver})
 	}
-	t.table([]string{"NODE ID", "SUFFRAGE", "STATE", "RAFT ADDRESS", "GRPC ADDRESS", "LAST CONTACT"}, rows)
+	t.table([]string{"NODE ID", "SUFFRAGE", "STATE", "RAFT ADDRESS", "GRPC ADDRESS", "LAST CONTACT", "APPLIED", "VERSION"}, rows)
 }
 
 func memberIDs(members []*pb.Member) []string {

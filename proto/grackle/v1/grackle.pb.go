@@ -2808,7 +2808,20 @@ type Member struct {
 	// "leader", "follower", "unknown" as seen by the answering node.
 	State string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
 	// Milliseconds since the leader last heard from this member (-1: unknown).
+	// For a follower that answered the status probe: its own time since it
+	// last heard from the leader.
 	LastContactMs int64 `protobuf:"varint,6,opt,name=last_contact_ms,json=lastContactMs,proto3" json:"last_contact_ms,omitempty"`
+	// As seen from the answering node, when asked with probe_members (it
+	// asks each member live): "self", "reachable", "unreachable"; empty when
+	// not probed.
+	Reachability string `protobuf:"bytes,7,opt,name=reachability,proto3" json:"reachability,omitempty"`
+	// From the member's own answer; empty when it was not probed or did not
+	// answer.
+	Version      string `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
+	Revision     string `protobuf:"bytes,9,opt,name=revision,proto3" json:"revision,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,10,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// The member's own raft state ("leader", "follower", "candidate").
+	RaftState     string `protobuf:"bytes,11,opt,name=raft_state,json=raftState,proto3" json:"raft_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2885,8 +2898,48 @@ func (x *Member) GetLastContactMs() int64 {
 	return 0
 }
 
+func (x *Member) GetReachability() string {
+	if x != nil {
+		return x.Reachability
+	}
+	return ""
+}
+
+func (x *Member) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Member) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *Member) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *Member) GetRaftState() string {
+	if x != nil {
+		return x.RaftState
+	}
+	return ""
+}
+
 type GetClusterStatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ask every member live (GetNodeInfo, a short deadline each) for its
+	// reachability, version, applied index and raft state. Off by default:
+	// clients probe GetClusterStatus to find the leader and must not wait on
+	// a member that is down. `grackle cluster status` sets it.
+	ProbeMembers  bool `protobuf:"varint,1,opt,name=probe_members,json=probeMembers,proto3" json:"probe_members,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2919,6 +2972,13 @@ func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use GetClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusRequest) Descriptor() ([]byte, []int) {
 	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *GetClusterStatusRequest) GetProbeMembers() bool {
+	if x != nil {
+		return x.ProbeMembers
+	}
+	return false
 }
 
 type GetClusterStatusResponse struct {
@@ -3293,6 +3353,333 @@ func (x *TransferLeadershipResponse) GetLeaderId() string {
 	return ""
 }
 
+type GetNodeInfoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNodeInfoRequest) Reset() {
+	*x = GetNodeInfoRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNodeInfoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNodeInfoRequest) ProtoMessage() {}
+
+func (x *GetNodeInfoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNodeInfoRequest.ProtoReflect.Descriptor instead.
+func (*GetNodeInfoRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{54}
+}
+
+// One node about itself, from its own view (never forwarded).
+type GetNodeInfoResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	NodeId    string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Version   string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	Revision  string                 `protobuf:"bytes,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	GoVersion string                 `protobuf:"bytes,4,opt,name=go_version,json=goVersion,proto3" json:"go_version,omitempty"`
+	// "leader", "follower", "candidate", "shutdown".
+	RaftState    string `protobuf:"bytes,5,opt,name=raft_state,json=raftState,proto3" json:"raft_state,omitempty"`
+	Term         uint64 `protobuf:"varint,6,opt,name=term,proto3" json:"term,omitempty"`
+	CommitIndex  uint64 `protobuf:"varint,7,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// Milliseconds since this node last heard from the leader (0 on the
+	// leader, -1 never).
+	LastContactMs int64  `protobuf:"varint,9,opt,name=last_contact_ms,json=lastContactMs,proto3" json:"last_contact_ms,omitempty"`
+	LeaderId      string `protobuf:"bytes,10,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNodeInfoResponse) Reset() {
+	*x = GetNodeInfoResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNodeInfoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNodeInfoResponse) ProtoMessage() {}
+
+func (x *GetNodeInfoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNodeInfoResponse.ProtoReflect.Descriptor instead.
+func (*GetNodeInfoResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *GetNodeInfoResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *GetNodeInfoResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *GetNodeInfoResponse) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *GetNodeInfoResponse) GetGoVersion() string {
+	if x != nil {
+		return x.GoVersion
+	}
+	return ""
+}
+
+func (x *GetNodeInfoResponse) GetRaftState() string {
+	if x != nil {
+		return x.RaftState
+	}
+	return ""
+}
+
+func (x *GetNodeInfoResponse) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *GetNodeInfoResponse) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *GetNodeInfoResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *GetNodeInfoResponse) GetLastContactMs() int64 {
+	if x != nil {
+		return x.LastContactMs
+	}
+	return 0
+}
+
+func (x *GetNodeInfoResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+type SaveSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveSnapshotRequest) Reset() {
+	*x = SaveSnapshotRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveSnapshotRequest) ProtoMessage() {}
+
+func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{56}
+}
+
+// The concatenated data of every response is the snapshot file, as
+// `grackle snapshot save` writes it: magic, header, state machine data and
+// a SHA-256 of everything before it (docs/OPERATIONS.md, "Backups").
+type SaveSnapshotResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveSnapshotResponse) Reset() {
+	*x = SaveSnapshotResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveSnapshotResponse) ProtoMessage() {}
+
+func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*SaveSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *SaveSnapshotResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// The header of a snapshot file.
+type SnapshotFileHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Raft index and term of the last entry the snapshot contains.
+	Index uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Term  uint64 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	// Leader's clock when the snapshot was taken, Unix nanoseconds.
+	CreatedAt int64  `protobuf:"varint,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	LeaderId  string `protobuf:"bytes,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	Version   string `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
+	// Length of the state machine data that follows the header.
+	DataSize      uint64 `protobuf:"varint,6,opt,name=data_size,json=dataSize,proto3" json:"data_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotFileHeader) Reset() {
+	*x = SnapshotFileHeader{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotFileHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotFileHeader) ProtoMessage() {}
+
+func (x *SnapshotFileHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotFileHeader.ProtoReflect.Descriptor instead.
+func (*SnapshotFileHeader) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *SnapshotFileHeader) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *SnapshotFileHeader) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *SnapshotFileHeader) GetCreatedAt() int64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+func (x *SnapshotFileHeader) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *SnapshotFileHeader) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *SnapshotFileHeader) GetDataSize() uint64 {
+	if x != nil {
+		return x.DataSize
+	}
+	return 0
+}
+
 var File_grackle_v1_grackle_proto protoreflect.FileDescriptor
 
 const file_grackle_v1_grackle_proto_rawDesc = "" +
@@ -3523,15 +3910,23 @@ const file_grackle_v1_grackle_proto_rawDesc = "" +
 	"\aholders\x18\x04 \x03(\v2\x1b.grackle.v1.SemaphoreHolderR\aholders\x125\n" +
 	"\awaiters\x18\x05 \x03(\v2\x1b.grackle.v1.SemaphoreWaiterR\awaiters\x12\x18\n" +
 	"\achanges\x18\x06 \x01(\x04R\achanges\x12#\n" +
-	"\rwaiters_count\x18\a \x01(\x03R\fwaitersCount\"\xc1\x01\n" +
+	"\rwaiters_count\x18\a \x01(\x03R\fwaitersCount\"\xdf\x02\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12!\n" +
 	"\fgrpc_address\x18\x03 \x01(\tR\vgrpcAddress\x12\x1a\n" +
 	"\bsuffrage\x18\x04 \x01(\tR\bsuffrage\x12\x14\n" +
 	"\x05state\x18\x05 \x01(\tR\x05state\x12&\n" +
-	"\x0flast_contact_ms\x18\x06 \x01(\x03R\rlastContactMs\"\x19\n" +
-	"\x17GetClusterStatusRequest\"\xe8\x01\n" +
+	"\x0flast_contact_ms\x18\x06 \x01(\x03R\rlastContactMs\x12\"\n" +
+	"\freachability\x18\a \x01(\tR\freachability\x12\x18\n" +
+	"\aversion\x18\b \x01(\tR\aversion\x12\x1a\n" +
+	"\brevision\x18\t \x01(\tR\brevision\x12#\n" +
+	"\rapplied_index\x18\n" +
+	" \x01(\x04R\fappliedIndex\x12\x1d\n" +
+	"\n" +
+	"raft_state\x18\v \x01(\tR\traftState\">\n" +
+	"\x17GetClusterStatusRequest\x12#\n" +
+	"\rprobe_members\x18\x01 \x01(\bR\fprobeMembers\"\xe8\x01\n" +
 	"\x18GetClusterStatusResponse\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x02 \x01(\tR\rleaderAddress\x12\x12\n" +
@@ -3553,7 +3948,33 @@ const file_grackle_v1_grackle_proto_rawDesc = "" +
 	"\x19TransferLeadershipRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"9\n" +
 	"\x1aTransferLeadershipResponse\x12\x1b\n" +
-	"\tleader_id\x18\x01 \x01(\tR\bleaderId*\x8f\x01\n" +
+	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"\x14\n" +
+	"\x12GetNodeInfoRequest\"\xc3\x02\n" +
+	"\x13GetNodeInfoResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\tR\brevision\x12\x1d\n" +
+	"\n" +
+	"go_version\x18\x04 \x01(\tR\tgoVersion\x12\x1d\n" +
+	"\n" +
+	"raft_state\x18\x05 \x01(\tR\traftState\x12\x12\n" +
+	"\x04term\x18\x06 \x01(\x04R\x04term\x12!\n" +
+	"\fcommit_index\x18\a \x01(\x04R\vcommitIndex\x12#\n" +
+	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\x12&\n" +
+	"\x0flast_contact_ms\x18\t \x01(\x03R\rlastContactMs\x12\x1b\n" +
+	"\tleader_id\x18\n" +
+	" \x01(\tR\bleaderId\"\x15\n" +
+	"\x13SaveSnapshotRequest\"*\n" +
+	"\x14SaveSnapshotResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\xb1\x01\n" +
+	"\x12SnapshotFileHeader\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x03 \x01(\x03R\tcreatedAt\x12\x1b\n" +
+	"\tleader_id\x18\x04 \x01(\tR\bleaderId\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\x12\x1b\n" +
+	"\tdata_size\x18\x06 \x01(\x04R\bdataSize*\x8f\x01\n" +
 	"\x0eAcquireOutcome\x12\x1f\n" +
 	"\x1bACQUIRE_OUTCOME_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ACQUIRE_OUTCOME_ACQUIRED\x10\x01\x12\x1f\n" +
@@ -3579,12 +4000,14 @@ const file_grackle_v1_grackle_proto_rawDesc = "" +
 	"\x14RevokeSemaphoreLease\x12'.grackle.v1.RevokeSemaphoreLeaseRequest\x1a(.grackle.v1.RevokeSemaphoreLeaseResponse\x12f\n" +
 	"\x13ListSemaphoreLeases\x12&.grackle.v1.ListSemaphoreLeasesRequest\x1a'.grackle.v1.ListSemaphoreLeasesResponse\x12i\n" +
 	"\x14ListSemaphoreWaiters\x12'.grackle.v1.ListSemaphoreWaitersRequest\x1a(.grackle.v1.ListSemaphoreWaitersResponse\x12Y\n" +
-	"\x0eWatchSemaphore\x12!.grackle.v1.WatchSemaphoreRequest\x1a\".grackle.v1.WatchSemaphoreResponse0\x012\xf1\x02\n" +
+	"\x0eWatchSemaphore\x12!.grackle.v1.WatchSemaphoreRequest\x1a\".grackle.v1.WatchSemaphoreResponse0\x012\x96\x04\n" +
 	"\x0eClusterService\x12]\n" +
 	"\x10GetClusterStatus\x12#.grackle.v1.GetClusterStatusRequest\x1a$.grackle.v1.GetClusterStatusResponse\x12H\n" +
 	"\tAddMember\x12\x1c.grackle.v1.AddMemberRequest\x1a\x1d.grackle.v1.AddMemberResponse\x12Q\n" +
 	"\fRemoveMember\x12\x1f.grackle.v1.RemoveMemberRequest\x1a .grackle.v1.RemoveMemberResponse\x12c\n" +
-	"\x12TransferLeadership\x12%.grackle.v1.TransferLeadershipRequest\x1a&.grackle.v1.TransferLeadershipResponseB>Z<github.com/grackle-coord/grackle/proto/grackle/v1;grackleapib\x06proto3"
+	"\x12TransferLeadership\x12%.grackle.v1.TransferLeadershipRequest\x1a&.grackle.v1.TransferLeadershipResponse\x12N\n" +
+	"\vGetNodeInfo\x12\x1e.grackle.v1.GetNodeInfoRequest\x1a\x1f.grackle.v1.GetNodeInfoResponse\x12S\n" +
+	"\fSaveSnapshot\x12\x1f.grackle.v1.SaveSnapshotRequest\x1a .grackle.v1.SaveSnapshotResponse0\x01B>Z<github.com/grackle-coord/grackle/proto/grackle/v1;grackleapib\x06proto3"
 
 var (
 	file_grackle_v1_grackle_proto_rawDescOnce sync.Once
@@ -3599,7 +4022,7 @@ func file_grackle_v1_grackle_proto_rawDescGZIP() []byte {
 }
 
 var file_grackle_v1_grackle_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_grackle_v1_grackle_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_grackle_v1_grackle_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_grackle_v1_grackle_proto_goTypes = []any{
 	(AcquireOutcome)(0),                   // 0: grackle.v1.AcquireOutcome
 	(*Namespace)(nil),                     // 1: grackle.v1.Namespace
@@ -3656,32 +4079,37 @@ var file_grackle_v1_grackle_proto_goTypes = []any{
 	(*RemoveMemberResponse)(nil),          // 52: grackle.v1.RemoveMemberResponse
 	(*TransferLeadershipRequest)(nil),     // 53: grackle.v1.TransferLeadershipRequest
 	(*TransferLeadershipResponse)(nil),    // 54: grackle.v1.TransferLeadershipResponse
-	nil,                                   // 55: grackle.v1.Namespace.MetadataEntry
-	nil,                                   // 56: grackle.v1.Semaphore.MetadataEntry
-	nil,                                   // 57: grackle.v1.SemaphoreHolder.MetadataEntry
-	nil,                                   // 58: grackle.v1.CreateNamespaceRequest.MetadataEntry
-	nil,                                   // 59: grackle.v1.UpdateNamespaceRequest.MetadataEntry
-	nil,                                   // 60: grackle.v1.CreateSemaphoreRequest.MetadataEntry
-	nil,                                   // 61: grackle.v1.UpdateSemaphoreRequest.MetadataEntry
-	nil,                                   // 62: grackle.v1.AcquireSemaphoreRequest.MetadataEntry
+	(*GetNodeInfoRequest)(nil),            // 55: grackle.v1.GetNodeInfoRequest
+	(*GetNodeInfoResponse)(nil),           // 56: grackle.v1.GetNodeInfoResponse
+	(*SaveSnapshotRequest)(nil),           // 57: grackle.v1.SaveSnapshotRequest
+	(*SaveSnapshotResponse)(nil),          // 58: grackle.v1.SaveSnapshotResponse
+	(*SnapshotFileHeader)(nil),            // 59: grackle.v1.SnapshotFileHeader
+	nil,                                   // 60: grackle.v1.Namespace.MetadataEntry
+	nil,                                   // 61: grackle.v1.Semaphore.MetadataEntry
+	nil,                                   // 62: grackle.v1.SemaphoreHolder.MetadataEntry
+	nil,                                   // 63: grackle.v1.CreateNamespaceRequest.MetadataEntry
+	nil,                                   // 64: grackle.v1.UpdateNamespaceRequest.MetadataEntry
+	nil,                                   // 65: grackle.v1.CreateSemaphoreRequest.MetadataEntry
+	nil,                                   // 66: grackle.v1.UpdateSemaphoreRequest.MetadataEntry
+	nil,                                   // 67: grackle.v1.AcquireSemaphoreRequest.MetadataEntry
 }
 var file_grackle_v1_grackle_proto_depIdxs = []int32{
-	55, // 0: grackle.v1.Namespace.metadata:type_name -> grackle.v1.Namespace.MetadataEntry
-	56, // 1: grackle.v1.Semaphore.metadata:type_name -> grackle.v1.Semaphore.MetadataEntry
-	57, // 2: grackle.v1.SemaphoreHolder.metadata:type_name -> grackle.v1.SemaphoreHolder.MetadataEntry
-	58, // 3: grackle.v1.CreateNamespaceRequest.metadata:type_name -> grackle.v1.CreateNamespaceRequest.MetadataEntry
+	60, // 0: grackle.v1.Namespace.metadata:type_name -> grackle.v1.Namespace.MetadataEntry
+	61, // 1: grackle.v1.Semaphore.metadata:type_name -> grackle.v1.Semaphore.MetadataEntry
+	62, // 2: grackle.v1.SemaphoreHolder.metadata:type_name -> grackle.v1.SemaphoreHolder.MetadataEntry
+	63, // 3: grackle.v1.CreateNamespaceRequest.metadata:type_name -> grackle.v1.CreateNamespaceRequest.MetadataEntry
 	1,  // 4: grackle.v1.CreateNamespaceResponse.namespace:type_name -> grackle.v1.Namespace
 	1,  // 5: grackle.v1.GetNamespaceResponse.namespace:type_name -> grackle.v1.Namespace
 	1,  // 6: grackle.v1.ListNamespacesResponse.namespaces:type_name -> grackle.v1.Namespace
-	59, // 7: grackle.v1.UpdateNamespaceRequest.metadata:type_name -> grackle.v1.UpdateNamespaceRequest.MetadataEntry
+	64, // 7: grackle.v1.UpdateNamespaceRequest.metadata:type_name -> grackle.v1.UpdateNamespaceRequest.MetadataEntry
 	1,  // 8: grackle.v1.UpdateNamespaceResponse.namespace:type_name -> grackle.v1.Namespace
-	60, // 9: grackle.v1.CreateSemaphoreRequest.metadata:type_name -> grackle.v1.CreateSemaphoreRequest.MetadataEntry
+	65, // 9: grackle.v1.CreateSemaphoreRequest.metadata:type_name -> grackle.v1.CreateSemaphoreRequest.MetadataEntry
 	2,  // 10: grackle.v1.CreateSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
 	2,  // 11: grackle.v1.GetSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
 	2,  // 12: grackle.v1.ListSemaphoresResponse.semaphores:type_name -> grackle.v1.Semaphore
-	61, // 13: grackle.v1.UpdateSemaphoreRequest.metadata:type_name -> grackle.v1.UpdateSemaphoreRequest.MetadataEntry
+	66, // 13: grackle.v1.UpdateSemaphoreRequest.metadata:type_name -> grackle.v1.UpdateSemaphoreRequest.MetadataEntry
 	2,  // 14: grackle.v1.UpdateSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
-	62, // 15: grackle.v1.AcquireSemaphoreRequest.metadata:type_name -> grackle.v1.AcquireSemaphoreRequest.MetadataEntry
+	67, // 15: grackle.v1.AcquireSemaphoreRequest.metadata:type_name -> grackle.v1.AcquireSemaphoreRequest.MetadataEntry
 	2,  // 16: grackle.v1.AcquireSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
 	0,  // 17: grackle.v1.AcquireSemaphoreResponse.outcome:type_name -> grackle.v1.AcquireOutcome
 	3,  // 18: grackle.v1.AcquireSemaphoreResponse.holder:type_name -> grackle.v1.SemaphoreHolder
@@ -3722,32 +4150,36 @@ var file_grackle_v1_grackle_proto_depIdxs = []int32{
 	49, // 53: grackle.v1.ClusterService.AddMember:input_type -> grackle.v1.AddMemberRequest
 	51, // 54: grackle.v1.ClusterService.RemoveMember:input_type -> grackle.v1.RemoveMemberRequest
 	53, // 55: grackle.v1.ClusterService.TransferLeadership:input_type -> grackle.v1.TransferLeadershipRequest
-	6,  // 56: grackle.v1.GrackleService.CreateNamespace:output_type -> grackle.v1.CreateNamespaceResponse
-	8,  // 57: grackle.v1.GrackleService.GetNamespace:output_type -> grackle.v1.GetNamespaceResponse
-	10, // 58: grackle.v1.GrackleService.ListNamespaces:output_type -> grackle.v1.ListNamespacesResponse
-	12, // 59: grackle.v1.GrackleService.UpdateNamespace:output_type -> grackle.v1.UpdateNamespaceResponse
-	14, // 60: grackle.v1.GrackleService.DeleteNamespace:output_type -> grackle.v1.DeleteNamespaceResponse
-	16, // 61: grackle.v1.GrackleService.CreateSemaphore:output_type -> grackle.v1.CreateSemaphoreResponse
-	18, // 62: grackle.v1.GrackleService.GetSemaphore:output_type -> grackle.v1.GetSemaphoreResponse
-	20, // 63: grackle.v1.GrackleService.ListSemaphores:output_type -> grackle.v1.ListSemaphoresResponse
-	22, // 64: grackle.v1.GrackleService.UpdateSemaphore:output_type -> grackle.v1.UpdateSemaphoreResponse
-	24, // 65: grackle.v1.GrackleService.DeleteSemaphore:output_type -> grackle.v1.DeleteSemaphoreResponse
-	26, // 66: grackle.v1.GrackleService.AcquireSemaphore:output_type -> grackle.v1.AcquireSemaphoreResponse
-	28, // 67: grackle.v1.GrackleService.ReleaseSemaphore:output_type -> grackle.v1.ReleaseSemaphoreResponse
-	30, // 68: grackle.v1.GrackleService.ListSemaphoreHolders:output_type -> grackle.v1.ListSemaphoreHoldersResponse
-	32, // 69: grackle.v1.GrackleService.CreateSemaphoreLease:output_type -> grackle.v1.CreateSemaphoreLeaseResponse
-	34, // 70: grackle.v1.GrackleService.GetSemaphoreLease:output_type -> grackle.v1.GetSemaphoreLeaseResponse
-	36, // 71: grackle.v1.GrackleService.RefreshSemaphoreLease:output_type -> grackle.v1.RefreshSemaphoreLeaseResponse
-	38, // 72: grackle.v1.GrackleService.RevokeSemaphoreLease:output_type -> grackle.v1.RevokeSemaphoreLeaseResponse
-	40, // 73: grackle.v1.GrackleService.ListSemaphoreLeases:output_type -> grackle.v1.ListSemaphoreLeasesResponse
-	43, // 74: grackle.v1.GrackleService.ListSemaphoreWaiters:output_type -> grackle.v1.ListSemaphoreWaitersResponse
-	45, // 75: grackle.v1.GrackleService.WatchSemaphore:output_type -> grackle.v1.WatchSemaphoreResponse
-	48, // 76: grackle.v1.ClusterService.GetClusterStatus:output_type -> grackle.v1.GetClusterStatusResponse
-	50, // 77: grackle.v1.ClusterService.AddMember:output_type -> grackle.v1.AddMemberResponse
-	52, // 78: grackle.v1.ClusterService.RemoveMember:output_type -> grackle.v1.RemoveMemberResponse
-	54, // 79: grackle.v1.ClusterService.TransferLeadership:output_type -> grackle.v1.TransferLeadershipResponse
-	56, // [56:80] is the sub-list for method output_type
-	32, // [32:56] is the sub-list for method input_type
+	55, // 56: grackle.v1.ClusterService.GetNodeInfo:input_type -> grackle.v1.GetNodeInfoRequest
+	57, // 57: grackle.v1.ClusterService.SaveSnapshot:input_type -> grackle.v1.SaveSnapshotRequest
+	6,  // 58: grackle.v1.GrackleService.CreateNamespace:output_type -> grackle.v1.CreateNamespaceResponse
+	8,  // 59: grackle.v1.GrackleService.GetNamespace:output_type -> grackle.v1.GetNamespaceResponse
+	10, // 60: grackle.v1.GrackleService.ListNamespaces:output_type -> grackle.v1.ListNamespacesResponse
+	12, // 61: grackle.v1.GrackleService.UpdateNamespace:output_type -> grackle.v1.UpdateNamespaceResponse
+	14, // 62: grackle.v1.GrackleService.DeleteNamespace:output_type -> grackle.v1.DeleteNamespaceResponse
+	16, // 63: grackle.v1.GrackleService.CreateSemaphore:output_type -> grackle.v1.CreateSemaphoreResponse
+	18, // 64: grackle.v1.GrackleService.GetSemaphore:output_type -> grackle.v1.GetSemaphoreResponse
+	20, // 65: grackle.v1.GrackleService.ListSemaphores:output_type -> grackle.v1.ListSemaphoresResponse
+	22, // 66: grackle.v1.GrackleService.UpdateSemaphore:output_type -> grackle.v1.UpdateSemaphoreResponse
+	24, // 67: grackle.v1.GrackleService.DeleteSemaphore:output_type -> grackle.v1.DeleteSemaphoreResponse
+	26, // 68: grackle.v1.GrackleService.AcquireSemaphore:output_type -> grackle.v1.AcquireSemaphoreResponse
+	28, // 69: grackle.v1.GrackleService.ReleaseSemaphore:output_type -> grackle.v1.ReleaseSemaphoreResponse
+	30, // 70: grackle.v1.GrackleService.ListSemaphoreHolders:output_type -> grackle.v1.ListSemaphoreHoldersResponse
+	32, // 71: grackle.v1.GrackleService.CreateSemaphoreLease:output_type -> grackle.v1.CreateSemaphoreLeaseResponse
+	34, // 72: grackle.v1.GrackleService.GetSemaphoreLease:output_type -> grackle.v1.GetSemaphoreLeaseResponse
+	36, // 73: grackle.v1.GrackleService.RefreshSemaphoreLease:output_type -> grackle.v1.RefreshSemaphoreLeaseResponse
+	38, // 74: grackle.v1.GrackleService.RevokeSemaphoreLease:output_type -> grackle.v1.RevokeSemaphoreLeaseResponse
+	40, // 75: grackle.v1.GrackleService.ListSemaphoreLeases:output_type -> grackle.v1.ListSemaphoreLeasesResponse
+	43, // 76: grackle.v1.GrackleService.ListSemaphoreWaiters:output_type -> grackle.v1.ListSemaphoreWaitersResponse
+	45, // 77: grackle.v1.GrackleService.WatchSemaphore:output_type -> grackle.v1.WatchSemaphoreResponse
+	48, // 78: grackle.v1.ClusterService.GetClusterStatus:output_type -> grackle.v1.GetClusterStatusResponse
+	50, // 79: grackle.v1.ClusterService.AddMember:output_type -> grackle.v1.AddMemberResponse
+	52, // 80: grackle.v1.ClusterService.RemoveMember:output_type -> grackle.v1.RemoveMemberResponse
+	54, // 81: grackle.v1.ClusterService.TransferLeadership:output_type -> grackle.v1.TransferLeadershipResponse
+	56, // 82: grackle.v1.ClusterService.GetNodeInfo:output_type -> grackle.v1.GetNodeInfoResponse
+	58, // 83: grackle.v1.ClusterService.SaveSnapshot:output_type -> grackle.v1.SaveSnapshotResponse
+	58, // [58:84] is the sub-list for method output_type
+	32, // [32:58] is the sub-list for method input_type
 	32, // [32:32] is the sub-list for extension type_name
 	32, // [32:32] is the sub-list for extension extendee
 	0,  // [0:32] is the sub-list for field type_name
@@ -3764,7 +4196,7 @@ func file_grackle_v1_grackle_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grackle_v1_grackle_proto_rawDesc), len(file_grackle_v1_grackle_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   62,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -856,6 +856,8 @@ const (
 	ClusterService_AddMember_FullMethodName          = "/grackle.v1.ClusterService/AddMember"
 	ClusterService_RemoveMember_FullMethodName       = "/grackle.v1.ClusterService/RemoveMember"
 	ClusterService_TransferLeadership_FullMethodName = "/grackle.v1.ClusterService/TransferLeadership"
+	ClusterService_GetNodeInfo_FullMethodName        = "/grackle.v1.ClusterService/GetNodeInfo"
+	ClusterService_SaveSnapshot_FullMethodName       = "/grackle.v1.ClusterService/SaveSnapshot"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -866,6 +868,9 @@ type ClusterServiceClient interface {
 	AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*AddMemberResponse, error)
 	RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*RemoveMemberResponse, error)
 	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
+	// Operations (see the block "operations" below).
+	GetNodeInfo(ctx context.Context, in *GetNodeInfoRequest, opts ...grpc.CallOption) (*GetNodeInfoResponse, error)
+	SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SaveSnapshotResponse], error)
 }
 
 type clusterServiceClient struct {
@@ -916,6 +921,35 @@ func (c *clusterServiceClient) TransferLeadership(ctx context.Context, in *Trans
 	return out, nil
 }
 
+func (c *clusterServiceClient) GetNodeInfo(ctx context.Context, in *GetNodeInfoRequest, opts ...grpc.CallOption) (*GetNodeInfoResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetNodeInfoResponse)
+	err := c.cc.Invoke(ctx, ClusterService_GetNodeInfo_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterServiceClient) SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SaveSnapshotResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ClusterService_ServiceDesc.Streams[0], ClusterService_SaveSnapshot_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SaveSnapshotRequest, SaveSnapshotResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ClusterService_SaveSnapshotClient = grpc.ServerStreamingClient[SaveSnapshotResponse]
+
 // ClusterServiceServer is the server API for ClusterService service.
 // All implementations must embed UnimplementedClusterServiceServer
 // for forward compatibility.
@@ -924,6 +958,9 @@ type ClusterServiceServer interface {
 	AddMember(context.Context, *AddMemberRequest) (*AddMemberResponse, error)
 	RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error)
 	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
+	// Operations (see the block "operations" below).
+	GetNodeInfo(context.Context, *GetNodeInfoRequest) (*GetNodeInfoResponse, error)
+	SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SaveSnapshotResponse]) error
 	mustEmbedUnimplementedClusterServiceServer()
 }
 
@@ -945,6 +982,12 @@ func (UnimplementedClusterServiceServer) RemoveMember(context.Context, *RemoveMe
 }
 func (UnimplementedClusterServiceServer) TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method TransferLeadership not implemented")
+}
+func (UnimplementedClusterServiceServer) GetNodeInfo(context.Context, *GetNodeInfoRequest) (*GetNodeInfoResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetNodeInfo not implemented")
+}
+func (UnimplementedClusterServiceServer) SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SaveSnapshotResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method SaveSnapshot not implemented")
 }
 func (UnimplementedClusterServiceServer) mustEmbedUnimplementedClusterServiceServer() {}
 func (UnimplementedClusterServiceServer) testEmbeddedByValue()                        {}
@@ -1039,6 +1082,35 @@ func _ClusterService_TransferLeadership_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterService_GetNodeInfo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetNodeInfoRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).GetNodeInfo(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_GetNodeInfo_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).GetNodeInfo(ctx, req.(*GetNodeInfoRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterService_SaveSnapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SaveSnapshotRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ClusterServiceServer).SaveSnapshot(m, &grpc.GenericServerStream[SaveSnapshotRequest, SaveSnapshotResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ClusterService_SaveSnapshotServer = grpc.ServerStreamingServer[SaveSnapshotResponse]
+
 // ClusterService_ServiceDesc is the grpc.ServiceDesc for ClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1062,7 +1134,17 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "TransferLeadership",
 			Handler:    _ClusterService_TransferLeadership_Handler,
 		},
+		{
+			MethodName: "GetNodeInfo",
+			Handler:    _ClusterService_GetNodeInfo_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "SaveSnapshot",
+			Handler:       _ClusterService_SaveSnapshot_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "grackle/v1/grackle.proto",
 }

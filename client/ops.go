@@ -1,0 +1,56 @@
+package client
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+)
+
+// GetNodeInfo calls ClusterService.GetNodeInfo on the node the client
+// picks (the leader when known): that node answers about itself.
+// Retried on any Unavailable.
+func (c *Client) GetNodeInfo(ctx context.Context, in *pb.GetNodeInfoRequest, opts ...grpc.CallOption) (*pb.GetNodeInfoResponse, error) {
+	return callCluster(c, ctx, retryAlways, in, opts, pb.ClusterServiceClient.GetNodeInfo)
+}
+
+// SaveSnapshot opens ClusterService.SaveSnapshot (any node relays the
+// leader's stream). Opening is retried on any Unavailable until the first
+// message has arrived; the stream returned starts with it. A stream that
+// breaks later is not reopened: the caller saves again.
+func (c *Client) SaveSnapshot(ctx context.Context, in *pb.SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pb.SaveSnapshotResponse], error) {
+	var (
+		st    grpc.ServerStreamingClient[pb.SaveSnapshotResponse]
+		first *pb.SaveSnapshotResponse
+	)
+	err := c.invoke(ctx, retryAlways, opts, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) error {
+		s, err := pb.NewClusterServiceClient(cc).SaveSnapshot(ctx, in, o...)
+		if err != nil {
+			return err
+		}
+		m, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		st, first = s, m
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &primedSnapshot{ServerStreamingClient: st, first: first}, nil
+}
+
+type primedSnapshot struct {
+	grpc.ServerStreamingClient[pb.SaveSnapshotResponse]
+	first *pb.SaveSnapshotResponse
+}
+
+func (p *primedSnapshot) Recv() (*pb.SaveSnapshotResponse, error) {
+	if m := p.first; m != nil {
+		p.first = nil
+		return m, nil
+	}
+	return p.ServerStreamingClient.Recv()
+}
