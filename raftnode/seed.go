@@ -62,7 +62,11 @@ func Seed(dataDir string, index, term uint64, members []Peer, data io.Reader) er
 		seen[p.ID], seen["addr:"+p.Addr] = true, true
 		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
 	}
-	sink, err := snaps.Create(1, index, term, conf, index, nil)
+	// The snapshot meta keeps peers encoded by a transport (the legacy
+	// peer list); every raft transport encodes an address as its bytes.
+	_, enc := raft.NewInmemTransport("")
+	defer enc.Close()
+	sink, err := snaps.Create(1, index, term, conf, index, enc)
 	if err != nil {
 		return fmt.Errorf("raftnode: create snapshot: %w", err)
 	}

@@ -426,7 +426,7 @@ func TestEndpointsTriedInOrder(t *testing.T) {
 	if r.stdout != "n1\n" {
 		t.Errorf("stdout %q", r.stdout)
 	}
-	if req, _ := f.last(); !proto.Equal(req, &pb.GetClusterStatusRequest{}) {
+	if req, _ := f.last(); !proto.Equal(req, &pb.GetClusterStatusRequest{ProbeMembers: true}) {
 		t.Errorf("request %v", req)
 	}
 

@@ -152,9 +152,12 @@ func TestClusterStatusTable(t *testing.T) {
 	resp := &pb.GetClusterStatusResponse{
 		LeaderId: "n1", LeaderAddress: "10.0.0.1:7420", Term: 3, CommitIndex: 120, AppliedIndex: 119,
 		Members: []*pb.Member{
-			{NodeId: "n1", RaftAddress: "10.0.0.1:7421", GrpcAddress: "10.0.0.1:7420", Suffrage: "voter", State: "leader"},
-			{NodeId: "n2", RaftAddress: "10.0.0.2:7421", GrpcAddress: "10.0.0.2:7420", Suffrage: "voter", State: "follower", LastContactMs: 12},
-			{NodeId: "n3", RaftAddress: "10.0.0.3:7421", GrpcAddress: "10.0.0.3:7420", Suffrage: "nonvoter", State: "unknown", LastContactMs: -1},
+			{NodeId: "n1", RaftAddress: "10.0.0.1:7421", GrpcAddress: "10.0.0.1:7420", Suffrage: "voter", State: "leader",
+				Reachability: "self", AppliedIndex: 119, Version: "v1.2.0"},
+			{NodeId: "n2", RaftAddress: "10.0.0.2:7421", GrpcAddress: "10.0.0.2:7420", Suffrage: "voter", State: "follower", LastContactMs: 12,
+				Reachability: "reachable", AppliedIndex: 118, Version: "v1.1.0"},
+			{NodeId: "n3", RaftAddress: "10.0.0.3:7421", GrpcAddress: "10.0.0.3:7420", Suffrage: "nonvoter", State: "unreachable", LastContactMs: -1,
+				Reachability: "unreachable"},
 		},
 	}
 	out, _ := renderString(t, "table", clusterStatusView(resp))
@@ -163,10 +166,10 @@ Term:           3
 Commit index:   120
 Applied index:  119
 
-NODE ID  SUFFRAGE  STATE     RAFT ADDRESS   GRPC ADDRESS   LAST CONTACT
-n1       voter     leader    10.0.0.1:7421  10.0.0.1:7420  -
-n2       voter     follower  10.0.0.2:7421  10.0.0.2:7420  12ms ago
-n3       nonvoter  unknown   10.0.0.3:7421  10.0.0.3:7420  -
+NODE ID  SUFFRAGE  STATE        RAFT ADDRESS   GRPC ADDRESS   LAST CONTACT  APPLIED  VERSION
+n1       voter     leader       10.0.0.1:7421  10.0.0.1:7420  -             119      v1.2.0
+n2       voter     follower     10.0.0.2:7421  10.0.0.2:7420  12ms ago      118      v1.1.0
+n3       nonvoter  unreachable  10.0.0.3:7421  10.0.0.3:7420  -             -        -
 `
 	if out != want {
 		t.Errorf("got\n%s\nwant\n%s", out, want)

@@ -56,6 +56,13 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// New returns an empty cluster: start its nodes with StartNode.
+func New(t testing.TB) *Cluster {
+	c := &Cluster{t: t, conns: map[string]*grpc.ClientConn{}}
+	t.Cleanup(c.Close)
+	return c
+}
+
 // Start starts n nodes: the first bootstraps alone, the others join it.
 func Start(t testing.TB, n int, tweak func(*server.Config)) *Cluster {
 	t.Helper()
