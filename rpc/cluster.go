@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -9,6 +10,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/apierr"
+	"github.com/grackle-coord/grackle/fsm"
+	"github.com/grackle-coord/grackle/leader"
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
@@ -30,7 +34,7 @@ func (s *Service) GetClusterStatus(ctx context.Context, _ *pb.GetClusterStatusRe
 func (s *Service) members() ([]*pb.Member, error) {
 	cf := s.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
-		return nil, status.Errorf(codes.Unavailable, "raft configuration: %v", err)
+		return nil, apierr.New(codes.Unavailable, apierr.OutcomeUnknown, s.cfg.NodeID, apierr.Leader{}, fmt.Sprintf("raft configuration: %v", err))
 	}
 	grpcOf := map[string]string{}
 	for id, a := range s.cfg.InitialGRPC {
@@ -66,49 +70,30 @@ func (s *Service) members() ([]*pb.Member, error) {
 	return out, nil
 }
 
-func (s *Service) clusterWrite(ctx context.Context) (pb.ClusterServiceClient, *leaderState, error) {
-	conn, ls, err := s.route(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	if conn != nil {
-		return pb.NewClusterServiceClient(conn), nil, nil
-	}
-	return nil, ls, nil
-}
-
 // AddMember adds a node to the Raft configuration (through the leader) and
 // replicates its gRPC address.
 func (s *Service) AddMember(ctx context.Context, r *pb.AddMemberRequest) (*pb.AddMemberResponse, error) {
 	if r.NodeId == "" || r.RaftAddress == "" || r.GrpcAddress == "" {
 		return nil, status.Error(codes.InvalidArgument, "node_id, raft_address and grpc_address: all three are required")
 	}
-	fwd, ls, err := s.clusterWrite(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if fwd != nil {
-		return fwd.AddMember(forwardCtx(ctx), r)
-	}
-	var f raft.IndexFuture
-	if r.Voter {
-		f = s.raft.AddVoter(raft.ServerID(r.NodeId), raft.ServerAddress(r.RaftAddress), 0, 30*time.Second)
-	} else {
-		f = s.raft.AddNonvoter(raft.ServerID(r.NodeId), raft.ServerAddress(r.RaftAddress), 0, 30*time.Second)
-	}
-	if err := f.Error(); err != nil {
-		return nil, s.fromRaft(ctx, err)
-	}
-	res, err := s.apply(ctx, ls, &fsmpb.Command{Op: &fsmpb.Command_SetMember{SetMember: &fsmpb.SetMember{
-		NodeId: r.NodeId, RaftAddress: r.RaftAddress, GrpcAddress: r.GrpcAddress}}})
-	if err != nil {
-		return nil, err
-	}
-	if res.Err != nil {
-		return nil, statusFromFSM(res.Err)
-	}
-	ms, err := s.members()
-	return &pb.AddMemberResponse{Members: ms}, err
+	return serve(s, ctx, clusterRPC(r, pb.ClusterServiceClient.AddMember), func(t *leader.Term) (*pb.AddMemberResponse, error) {
+		var f raft.IndexFuture
+		if r.Voter {
+			f = s.raft.AddVoter(raft.ServerID(r.NodeId), raft.ServerAddress(r.RaftAddress), 0, 30*time.Second)
+		} else {
+			f = s.raft.AddNonvoter(raft.ServerID(r.NodeId), raft.ServerAddress(r.RaftAddress), 0, 30*time.Second)
+		}
+		if err := f.Error(); err != nil {
+			return nil, leader.RaftError(err)
+		}
+		res, err := t.Write(ctx, &fsmpb.Command{Op: &fsmpb.Command_SetMember{SetMember: &fsmpb.SetMember{
+			NodeId: r.NodeId, RaftAddress: r.RaftAddress, GrpcAddress: r.GrpcAddress}}})
+		if _, err := applied(ctx, res, err, func(*fsm.Result) struct{} { return struct{}{} }); err != nil {
+			return nil, err
+		}
+		ms, err := s.members()
+		return &pb.AddMemberResponse{Members: ms}, err
+	})
 }
 
 // RemoveMember removes a node from the Raft configuration.
@@ -116,73 +101,63 @@ func (s *Service) RemoveMember(ctx context.Context, r *pb.RemoveMemberRequest) (
 	if r.NodeId == "" {
 		return nil, status.Error(codes.InvalidArgument, "node_id: required")
 	}
-	fwd, ls, err := s.clusterWrite(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if fwd != nil {
-		return fwd.RemoveMember(forwardCtx(ctx), r)
-	}
-	found := false
-	if cf := s.raft.GetConfiguration(); cf.Error() == nil {
-		for _, srv := range cf.Configuration().Servers {
-			found = found || string(srv.ID) == r.NodeId
+	return serve(s, ctx, clusterRPC(r, pb.ClusterServiceClient.RemoveMember), func(t *leader.Term) (*pb.RemoveMemberResponse, error) {
+		found := false
+		if cf := s.raft.GetConfiguration(); cf.Error() == nil {
+			for _, srv := range cf.Configuration().Servers {
+				found = found || string(srv.ID) == r.NodeId
+			}
 		}
-	}
-	if !found {
-		return nil, status.Errorf(codes.NotFound, "node_id: %q is not a member", r.NodeId)
-	}
-	if err := s.raft.RemoveServer(raft.ServerID(r.NodeId), 0, 30*time.Second).Error(); err != nil {
-		return nil, s.fromRaft(ctx, err)
-	}
-	if r.NodeId != s.cfg.NodeID {
-		if _, err := s.apply(ctx, ls, &fsmpb.Command{Op: &fsmpb.Command_RemoveMember{RemoveMember: &fsmpb.RemoveMember{NodeId: r.NodeId}}}); err != nil {
-			return nil, err
+		if !found {
+			return nil, status.Errorf(codes.NotFound, "node_id: %q is not a member", r.NodeId)
 		}
-	}
-	ms, err := s.members()
-	return &pb.RemoveMemberResponse{Members: ms}, err
+		if err := s.raft.RemoveServer(raft.ServerID(r.NodeId), 0, 30*time.Second).Error(); err != nil {
+			return nil, leader.RaftError(err)
+		}
+		if r.NodeId != s.cfg.NodeID {
+			if _, err := t.Write(ctx, &fsmpb.Command{Op: &fsmpb.Command_RemoveMember{RemoveMember: &fsmpb.RemoveMember{NodeId: r.NodeId}}}); err != nil {
+				return nil, err
+			}
+		}
+		ms, err := s.members()
+		return &pb.RemoveMemberResponse{Members: ms}, err
+	})
 }
 
 // TransferLeadership hands leadership to node_id (empty: any up-to-date
 // voter) and reports the new leader.
 func (s *Service) TransferLeadership(ctx context.Context, r *pb.TransferLeadershipRequest) (*pb.TransferLeadershipResponse, error) {
-	fwd, _, err := s.clusterWrite(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if fwd != nil {
-		return fwd.TransferLeadership(forwardCtx(ctx), r)
-	}
-	var f raft.Future
-	if r.NodeId == "" {
-		f = s.raft.LeadershipTransfer()
-	} else {
-		var addr raft.ServerAddress
-		if cf := s.raft.GetConfiguration(); cf.Error() == nil {
-			for _, srv := range cf.Configuration().Servers {
-				if string(srv.ID) == r.NodeId {
-					addr = srv.Address
+	return serve(s, ctx, clusterRPC(r, pb.ClusterServiceClient.TransferLeadership), func(*leader.Term) (*pb.TransferLeadershipResponse, error) {
+		var f raft.Future
+		if r.NodeId == "" {
+			f = s.raft.LeadershipTransfer()
+		} else {
+			var addr raft.ServerAddress
+			if cf := s.raft.GetConfiguration(); cf.Error() == nil {
+				for _, srv := range cf.Configuration().Servers {
+					if string(srv.ID) == r.NodeId {
+						addr = srv.Address
+					}
 				}
 			}
+			if addr == "" {
+				return nil, status.Errorf(codes.NotFound, "node_id: %q is not a member", r.NodeId)
+			}
+			f = s.raft.LeadershipTransferToServer(raft.ServerID(r.NodeId), addr)
 		}
-		if addr == "" {
-			return nil, status.Errorf(codes.NotFound, "node_id: %q is not a member", r.NodeId)
+		if err := f.Error(); err != nil {
+			return nil, status.Errorf(codes.FailedPrecondition, "leadership transfer failed: %v", err)
 		}
-		f = s.raft.LeadershipTransferToServer(raft.ServerID(r.NodeId), addr)
-	}
-	if err := f.Error(); err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "leadership transfer failed: %v", err)
-	}
-	// Wait (bounded by the caller's deadline) until a leader is known.
-	for {
-		if _, id := s.raft.LeaderWithID(); id != "" {
-			return &pb.TransferLeadershipResponse{LeaderId: string(id)}, nil
+		// Wait (bounded by the caller's deadline) until a leader is known.
+		for {
+			if _, id := s.raft.LeaderWithID(); id != "" {
+				return &pb.TransferLeadershipResponse{LeaderId: string(id)}, nil
+			}
+			select {
+			case <-ctx.Done():
+				return nil, status.Error(codes.DeadlineExceeded, "no leader elected before the deadline")
+			case <-time.After(10 * time.Millisecond):
+			}
 		}
-		select {
-		case <-ctx.Done():
-			return nil, status.Error(codes.DeadlineExceeded, "no leader elected before the deadline")
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	})
 }

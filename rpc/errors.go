@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
+	"github.com/grackle-coord/grackle/leader"
 )
 
 // LeaderAddressKey is the trailer key that carries the leader's gRPC
@@ -46,11 +46,20 @@ func statusFromFSM(e *fsm.Error) error {
 	return status.Error(c, e.Msg)
 }
 
-// statusFromErr converts an error of the FSM's read API.
-func statusFromErr(err error) error {
+// toStatus converts any error of a handler's work into a gRPC status: FSM
+// rejections, the leader package's errors (with this node's view of the
+// leader added), and statuses (the leader's, passed on) as they are.
+func (s *Service) toStatus(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
 	var fe *fsm.Error
 	if errors.As(err, &fe) {
 		return statusFromFSM(fe)
+	}
+	var le *leader.Error
+	if errors.As(err, &le) {
+		return s.failure(ctx, le.Code, le.Reason, le.Msg)
 	}
 	if _, ok := status.FromError(err); ok {
 		return err
@@ -58,16 +67,21 @@ func statusFromErr(err error) error {
 	return status.Error(codes.Internal, err.Error())
 }
 
-// unavailable builds a retryable Unavailable error with reason (see
-// package apierr). It names the leader when known: in the ErrorInfo
-// metadata, in the message, and in the LeaderAddressKey trailer.
-func (s *Service) unavailable(ctx context.Context, reason, why string) error {
-	return s.failure(ctx, codes.Unavailable, reason, why)
-}
-
-func (s *Service) failure(ctx context.Context, code codes.Code, reason, why string) error {
+// failure builds the status of a failure of leader work. Failures about
+// leadership (Unavailable, and a deadline or cancellation with a reason)
+// name this node and the leader: in the message, in the ErrorInfo
+// metadata, and in the LeaderAddressKey trailer. Others carry their
+// message as it is, with the reason when there is one.
+func (s *Service) failure(ctx context.Context, code codes.Code, reason, msg string) error {
+	leadership := code == codes.Unavailable || ((code == codes.DeadlineExceeded || code == codes.Canceled) && reason != "")
+	if !leadership {
+		if reason == "" {
+			return status.Error(code, msg)
+		}
+		return apierr.New(code, reason, s.cfg.NodeID, apierr.Leader{}, msg)
+	}
 	id, addr := s.leaderInfo()
-	msg := fmt.Sprintf("node %s: %s", s.cfg.NodeID, why)
+	msg = fmt.Sprintf("node %s: %s", s.cfg.NodeID, msg)
 	if addr != "" {
 		msg += fmt.Sprintf("; the leader is %s at %s", id, addr)
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(LeaderAddressKey, addr))
@@ -77,35 +91,20 @@ func (s *Service) failure(ctx context.Context, code codes.Code, reason, why stri
 	return apierr.New(code, reason, s.cfg.NodeID, apierr.Leader{ID: id, Address: addr}, msg)
 }
 
-// fromRaft maps an error of raft.Apply/VerifyLeader/Barrier (or of the
-// caller's context while one was pending) after the command was handed to
-// raft: unless raft proves it refused the entry, the outcome is unknown.
+// fromRaft maps an error of a raft call made by a handler itself
+// (membership changes).
 func (s *Service) fromRaft(ctx context.Context, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		// raft refused the entry before appending it.
-		return s.unavailable(ctx, apierr.NotLeader, "not the leader")
-	case errors.Is(err, raft.ErrEnqueueTimeout):
-		return s.unavailable(ctx, apierr.NotSent, "raft is overloaded: the write was not enqueued in time")
-	case errors.Is(err, raft.ErrLeadershipLost):
-		return s.unavailable(ctx, apierr.OutcomeUnknown, "leadership lost before the write committed (its outcome is unknown)")
-	case errors.Is(err, raft.ErrRaftShutdown):
-		return s.unavailable(ctx, apierr.OutcomeUnknown, "shutting down")
-	case errors.Is(err, context.DeadlineExceeded):
-		return s.failure(ctx, codes.DeadlineExceeded, apierr.OutcomeUnknown, "deadline exceeded")
-	case errors.Is(err, context.Canceled):
-		return s.failure(ctx, codes.Canceled, apierr.OutcomeUnknown, "canceled")
-	}
-	return s.unavailable(ctx, apierr.OutcomeUnknown, err.Error())
+	return s.toStatus(ctx, leader.RaftError(err))
 }
 
-// notProposed maps the caller's context error when nothing was proposed.
-func (s *Service) notProposed(ctx context.Context, err error) error {
-	code := codes.DeadlineExceeded
-	if errors.Is(err, context.Canceled) {
-		code = codes.Canceled
+// statusFromErr converts an error of the FSM's validation and read API.
+func statusFromErr(err error) error {
+	var fe *fsm.Error
+	if errors.As(err, &fe) {
+		return statusFromFSM(fe)
 	}
-	return s.failure(ctx, code, apierr.NotSent, err.Error())
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(codes.Internal, err.Error())
 }

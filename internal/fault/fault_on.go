@@ -1,6 +1,6 @@
 //go:build faultinject
 
-package rpc
+package fault
 
 import (
 	"os"
@@ -23,7 +23,7 @@ var (
 	faults    map[string]bool
 )
 
-func faultOn(name string) bool {
+func On(name string) bool {
 	faultOnce.Do(func() {
 		faults = map[string]bool{}
 		for _, f := range strings.Split(os.Getenv("GRACKLE_FAULT"), ",") {

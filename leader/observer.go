@@ -1,0 +1,54 @@
+package leader
+
+import (
+	"time"
+
+	"github.com/grackle-coord/grackle/fsm"
+)
+
+// Observer receives the leader's events, for metrics and tracing. Calls
+// are made synchronously from the leader's hot paths (some with a queue's
+// lock held): an implementation must be fast, must not block, and must not
+// call back into the Leader. Events are structs so that fields can be
+// added without breaking implementations.
+type Observer interface {
+	WaiterEvent(WaiterEvent)
+	ExpiryEvent(ExpiryEvent)
+}
+
+// WaiterEventKind says what happened to a waiter.
+type WaiterEventKind int
+
+const (
+	// WaiterQueued: the leader decided the call must wait.
+	WaiterQueued WaiterEventKind = iota + 1
+	// WaiterGranted: a waiter was granted by a later command (a hand-off);
+	// HandOff is the time from proposing that command to its result.
+	WaiterGranted
+	// WaiterEnded: a waiter left its queue without a grant (timed out,
+	// caller gone, superseded, its lease/semaphore gone, leadership lost).
+	WaiterEnded
+)
+
+// WaiterEvent describes one waiter's change. Waited is the time since the
+// call reached the leader.
+type WaiterEvent struct {
+	Kind    WaiterEventKind
+	Key     fsm.SemKey
+	LeaseID string
+	Weight  int64
+	Waited  time.Duration
+	HandOff time.Duration
+}
+
+// ExpiryEvent describes one expiry command: Lateness is how long after the
+// earliest expires_at (by the leader's clock) it was proposed.
+type ExpiryEvent struct {
+	Lateness time.Duration
+	Err      error
+}
+
+type nopObserver struct{}
+
+func (nopObserver) WaiterEvent(WaiterEvent) {}
+func (nopObserver) ExpiryEvent(ExpiryEvent) {}

@@ -1,0 +1,264 @@
+package leader
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/grackle-coord/grackle/apierr"
+	"github.com/grackle-coord/grackle/fsm"
+	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
+)
+
+// Term is the leader work of one term: it exists from the moment raft says
+// this node leads until it says otherwise. Every goroutine it starts is
+// tracked and joined by end, so no goroutine of one term outlives it or
+// overlaps the next (Consul's leaderLoop.Wait()).
+type Term struct {
+	l      *Leader
+	ctx    context.Context // cancelled when the term ends
+	cancel context.CancelFunc
+	ready  chan struct{} // closed once the barrier and setup are done
+	q      *queues
+	kick   chan struct{}
+
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func newTerm(l *Leader) *Term {
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Term{l: l, ctx: ctx, cancel: cancel, ready: make(chan struct{}), kick: make(chan struct{}, 1)}
+	t.q = newQueues(l.cfg.MaxWaiters, l.fsm, l.cfg.Observer)
+	t.q.proposeGrants = t.proposeGrants
+	return t
+}
+
+// goTerm runs f in a goroutine of the term; false once the term ended.
+func (t *Term) goTerm(f func()) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// begin runs the term: the barrier and setup, then the term's loops.
+func (t *Term) begin() {
+	t.goTerm(func() {
+		if !t.setup() {
+			return
+		}
+		close(t.ready)
+		t.l.log.Info("leader ready")
+		t.goTerm(t.expiryLoop)
+	})
+}
+
+// end stops the term: waiting calls end with Unavailable (reason
+// OUTCOME_UNKNOWN: the client retries on the new leader, which is safe
+// because re-acquire is idempotent), then every goroutine is joined.
+func (t *Term) end() {
+	t.cancel()
+	t.q.failAll(errWaitLeadership)
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	t.wg.Wait()
+	t.l.clock.EndTerm()
+}
+
+// Ready waits until the term may serve (its barrier has applied every
+// earlier entry). The error is an *Error: NotLeader if the term ended,
+// NotSent if ctx ended first.
+func (t *Term) Ready(ctx context.Context) error {
+	select {
+	case <-t.ready:
+		return nil
+	case <-t.ctx.Done():
+		return errNotLeader
+	case <-ctx.Done():
+		return newError(codes.Unavailable, apierr.NotSent, "leader not ready yet (barrier pending)")
+	}
+}
+
+// setup: a barrier so the FSM has applied everything committed by earlier
+// leaders, then the replicated bookkeeping a leader owns. A failure while
+// the term lasts is retried (every step is idempotent).
+func (t *Term) setup() bool {
+	for attempt := 0; ; attempt++ {
+		err := t.setupOnce()
+		if err == nil {
+			return true
+		}
+		if t.ctx.Err() != nil {
+			return false
+		}
+		t.l.log.Error("leader setup failed; retrying", "error", err)
+		d := time.Duration(attempt+1) * 100 * time.Millisecond
+		if d > 2*time.Second {
+			d = 2 * time.Second
+		}
+		select {
+		case <-t.ctx.Done():
+			return false
+		case <-time.After(d):
+		}
+	}
+}
+
+func (t *Term) setupOnce() error {
+	l := t.l
+	if err := l.raft.Barrier(0).Error(); err != nil {
+		return err
+	}
+	// Everything earlier is applied: anchor the term's clock.
+	l.clock.StartTerm(l.fsm.LastNow())
+	if lim := l.cfg.Limits; l.fsm.Limits() != lim {
+		if err := t.setupApply(&fsmpb.Command{Op: &fsmpb.Command_SetLimits{SetLimits: &fsmpb.SetLimits{
+			MaxNamespaces: lim.MaxNamespaces, MaxSemaphoresPerNamespace: lim.MaxSemaphoresPerNamespace,
+			MaxLeasesPerNamespace: lim.MaxLeasesPerNamespace, MaxHoldersPerSemaphore: lim.MaxHoldersPerSemaphore,
+			MaxPermits: lim.MaxPermits, MaxTtlSeconds: lim.MaxTTLSeconds}}}); err != nil {
+			return err
+		}
+	}
+	if err := t.replicateMembers(); err != nil {
+		return err
+	}
+	// Never reap a lease the old leader would still have kept: give every
+	// live lease one more grace period to be refreshed across the election.
+	if l.cfg.LeaseGrace > 0 {
+		return t.setupApply(&fsmpb.Command{Op: &fsmpb.Command_ExtendLeases{ExtendLeases: &fsmpb.ExtendLeases{
+			ExtendNs: int64(l.cfg.LeaseGrace)}}})
+	}
+	return nil
+}
+
+func (t *Term) setupApply(cmd *fsmpb.Command) error {
+	_, err := t.l.proposer.Propose(t.ctx, cmd)
+	return err
+}
+
+// replicateMembers makes sure the FSM knows the gRPC address of this node
+// and of every initial member, so any node can name the leader's address.
+func (t *Term) replicateMembers() error {
+	l := t.l
+	known := map[string]fsm.Member{}
+	for _, m := range l.fsm.Members() {
+		known[m.NodeID] = m
+	}
+	want := map[string]string{l.cfg.NodeID: l.cfg.GRPCAddress}
+	for id, a := range l.cfg.InitialGRPC {
+		if _, ok := want[id]; !ok && a != "" {
+			want[id] = a
+		}
+	}
+	cf := l.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return err
+	}
+	for _, srv := range cf.Configuration().Servers {
+		id := string(srv.ID)
+		g, ok := want[id]
+		if !ok {
+			continue
+		}
+		if m, ok := known[id]; ok && m.GRPCAddress == g && m.RaftAddress == string(srv.Address) {
+			continue
+		}
+		if err := t.setupApply(&fsmpb.Command{Op: &fsmpb.Command_SetMember{SetMember: &fsmpb.SetMember{
+			NodeId: id, RaftAddress: string(srv.Address), GrpcAddress: g}}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// propose applies a command of this term; the queues observe every result
+// and the expiry timer is re-armed.
+func (t *Term) propose(ctx context.Context, cmd *fsmpb.Command) (*fsm.Result, error) {
+	res, err := t.l.proposer.Propose(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	t.q.observe(res)
+	t.kickExpiry()
+	return res, nil
+}
+
+// proposeGrants runs a command of grants for queued waiters in a goroutine
+// of the term and settles them with its outcome.
+func (t *Term) proposeGrants(cmd *fsmpb.Command, ws []*waiter) bool {
+	return t.goTerm(func() {
+		res, err := t.propose(t.ctx, cmd)
+		if err != nil {
+			res = nil
+		}
+		t.q.settle(ws, res)
+	})
+}
+
+func (t *Term) kickExpiry() {
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+}
+
+// expiryLoop reaps expired leases: a timer on the earliest expires_at,
+// re-armed whenever a command may have changed it.
+func (t *Term) expiryLoop() {
+	const maxSleep = time.Second
+	l := t.l
+	for {
+		next, ok := l.fsm.NextExpiry()
+		wait := maxSleep
+		if ok {
+			now := l.clock.Now()
+			if next <= now {
+				_, err := t.propose(t.ctx, &fsmpb.Command{Op: &fsmpb.Command_ExpireLeases{
+					ExpireLeases: &fsmpb.ExpireLeases{Max: l.cfg.ExpireBatch}}})
+				l.cfg.Observer.ExpiryEvent(ExpiryEvent{Lateness: time.Duration(now - next), Err: err})
+				if err == nil {
+					continue
+				}
+				if t.ctx.Err() != nil {
+					return
+				}
+				l.log.Warn("expiring leases failed", "error", err)
+				wait = 50 * time.Millisecond
+			} else if d := time.Duration(next - now); d < wait {
+				// +1µs: expires_at <= now must hold when the command applies.
+				wait = d + time.Microsecond
+			}
+		}
+		tm := time.NewTimer(wait)
+		select {
+		case <-t.ctx.Done():
+			tm.Stop()
+			return
+		case <-t.kick:
+			tm.Stop()
+		case <-tm.C:
+		}
+	}
+}
+
+// Waiters lists a semaphore's calls in queue order (visibility: listing
+// waiters, watch streams). Calls in state Proposed are not waiters yet.
+func (t *Term) Waiters(ns, sem string) []WaiterInfo {
+	return t.q.snapshot(fsm.SemKey{Namespace: ns, Semaphore: sem})
+}
+
+// WaiterCounts returns, per semaphore with any, the number of calls the
+// leader decided must wait (metrics: queued waiters).
+func (t *Term) WaiterCounts() map[fsm.SemKey]int { return t.q.counts() }
