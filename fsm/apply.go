@@ -131,6 +131,12 @@ func (a *applier) op(cmd *fsmpb.Command) *Error {
 			return errf(CodeInternal, "a batch carries no grants of its own")
 		}
 		return a.batch(op.Batch)
+	case *fsmpb.Command_AclBootstrap:
+		return a.aclBootstrap(op.AclBootstrap)
+	case *fsmpb.Command_AclCreateToken:
+		return a.aclCreateToken(op.AclCreateToken)
+	case *fsmpb.Command_AclRevokeToken:
+		return a.aclRevokeToken(op.AclRevokeToken)
 	case nil:
 		if cmd.GetSkippable() {
 			return nil

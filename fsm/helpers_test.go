@@ -263,6 +263,11 @@ func dumpState(f *FSM) string {
 		fmt.Fprintf(&b, "member %q %q %q\n", m.id, m.raftAddr, m.grpcAddr)
 		return true
 	})
+	fmt.Fprintf(&b, "acl_bootstrapped=%v\n", s.aclBootstrapped)
+	s.tokens.Ascend(func(t tokenRec) bool {
+		fmt.Fprintf(&b, "token %q hash=%x role=%q ns=%q desc=%q c=%d\n", t.id, t.hash, t.role, t.ns, t.desc, t.createdAt)
+		return true
+	})
 	return b.String()
 }
 

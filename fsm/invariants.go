@@ -20,6 +20,9 @@ func (f *FSM) CheckInvariants() error {
 // read-only): on a large state they run on two cores. The error reported
 // is the semaphore side's, if any, so it does not depend on timing.
 func (s *state) check() error {
+	if err := s.checkTokens(); err != nil {
+		return err
+	}
 	semCount := map[string]int64{}
 	leaseCount := map[string]int64{}
 	var nHolds, leaseHolds int

@@ -24,7 +24,9 @@ import (
 // records, each a uvarint length followed by the record, in the compact
 // encoding of the append* functions below (uvarints, zigzag varints and
 // length-prefixed strings; metadata as a count and its pairs sorted by key).
-// Records are in table order; Restore refuses anything else.
+// Records are in table order; Restore refuses anything else. The tokens
+// table's records are TokenRecord protobufs (deterministic marshaling);
+// a snapshot without the table has no tokens.
 
 const snapshotFormat = 2
 
@@ -35,7 +37,9 @@ var (
 	bucketLeases     = []byte("leases")
 	bucketHolders    = []byte("holders")
 	bucketMembers    = []byte("members")
-	keyMeta          = []byte("meta")
+	bucketTokens     = []byte("tokens") // absent in snapshots older than access control
+
+	keyMeta = []byte("meta")
 )
 
 // chunkRecords is the number of records in one bbolt value.

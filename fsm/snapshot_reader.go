@@ -153,6 +153,10 @@ func loadState(tx *bolt.Tx, st *state) error {
 		return fmt.Errorf("snapshot format %d, this server reads only format %d", meta.Format, snapshotFormat)
 	}
 	st.lastNow, st.lastToken, st.holdSeq, st.lastIndex = meta.LastNow, meta.LastToken, meta.HoldSeq, meta.LastIndex
+	st.aclBootstrapped = meta.AclBootstrapped
+	if err := loadTokens(tx, st); err != nil {
+		return err
+	}
 	if lm := meta.Limits; lm != nil {
 		st.limits = Limits{lm.MaxNamespaces, lm.MaxSemaphoresPerNamespace, lm.MaxLeasesPerNamespace,
 			lm.MaxHoldersPerSemaphore, lm.MaxPermits, lm.MaxTtlSeconds}

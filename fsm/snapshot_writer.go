@@ -175,7 +175,7 @@ var marshalDet = proto.MarshalOptions{Deterministic: true}
 func (sn *snapshot) fill(db *bolt.DB) error {
 	s := sn.st
 	if err := db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketNamespaces, bucketSemaphores, bucketLeases, bucketHolders, bucketMembers} {
+		for _, b := range [][]byte{bucketMeta, bucketNamespaces, bucketSemaphores, bucketLeases, bucketHolders, bucketMembers, bucketTokens} {
 			if _, err := tx.CreateBucket(b); err != nil {
 				return err
 			}
@@ -186,7 +186,7 @@ func (sn *snapshot) fill(db *bolt.DB) error {
 	}
 	w := &batchWriter{db: db}
 	meta, err := marshalDet.Marshal(&fsmpb.SnapshotMeta{Format: snapshotFormat, LastNow: s.lastNow, LastToken: s.lastToken,
-		HoldSeq: s.holdSeq, LastIndex: s.lastIndex, Limits: limitsProto(s.limits)})
+		HoldSeq: s.holdSeq, LastIndex: s.lastIndex, Limits: limitsProto(s.limits), AclBootstrapped: s.aclBootstrapped})
 	if err != nil {
 		return err
 	}
@@ -222,6 +222,16 @@ func (sn *snapshot) fill(db *bolt.DB) error {
 	table(bucketMembers)
 	s.members.Ascend(func(m memberRec) bool {
 		t.rec = appendMember(t.rec[:0], m)
+		t.add()
+		return w.err == nil
+	})
+	table(bucketTokens)
+	s.tokens.Ascend(func(x tokenRec) bool {
+		t.rec, err = appendToken(t.rec[:0], x)
+		if err != nil {
+			w.err = err
+			return false
+		}
 		t.add()
 		return w.err == nil
 	})

@@ -135,6 +135,7 @@ type state struct {
 	holders    *btree.BTreeG[*holderRec] // records immutable once stored
 	leases     *btree.BTreeG[leaseRec]
 	members    *btree.BTreeG[memberRec]
+	tokens     *btree.BTreeG[tokenRec] // access tokens, by id (acl.go)
 
 	// Derived indexes, rebuilt on restore and never persisted, so a
 	// snapshot clone does not carry them (see clone).
@@ -142,12 +143,15 @@ type state struct {
 	expiry   *btree.BTreeG[expiryKey]
 	leaseIdx leaseIndex        // point lookups of leases
 	semIdx   map[SemKey]semRec // point lookups of semaphores (a mirror of the tree)
+	tokenIdx map[string]string // token secret hash -> token id
 
 	lastNow   int64  // greatest command `now` applied
 	lastToken uint64 // greatest fencing token handed out
 	holdSeq   uint64 // last holder sequence number
 	lastIndex uint64 // raft index of the last applied entry
 	limits    Limits
+	// aclBootstrapped: the first admin token was created (once per cluster).
+	aclBootstrapped bool
 }
 
 // The comparators compare each string once (strings.Compare), and the
@@ -224,6 +228,8 @@ func newState() *state {
 		leaseIdx: newLeaseIndex(),
 		semIdx:   make(map[SemKey]semRec),
 		members:  btree.NewG(btreeDegree, func(a, b memberRec) bool { return a.id < b.id }),
+		tokens:   btree.NewG(btreeDegree, func(a, b tokenRec) bool { return a.id < b.id }),
+		tokenIdx: make(map[string]string),
 		limits:   DefaultLimits(),
 	}
 }
@@ -244,7 +250,8 @@ func (s *state) persistView() *state {
 	c.holders = s.holders.Clone()
 	c.leases = s.leases.Clone()
 	c.members = s.members.Clone()
-	c.byProc, c.expiry, c.leaseIdx, c.semIdx = nil, nil, leaseIndex{}, nil
+	c.tokens = s.tokens.Clone()
+	c.byProc, c.expiry, c.leaseIdx, c.semIdx, c.tokenIdx = nil, nil, leaseIndex{}, nil, nil
 	return &c
 }
 
@@ -257,6 +264,9 @@ func (s *state) clone() *state {
 	c.namespaces = s.namespaces.Clone()
 	c.semaphores = s.semaphores.Clone()
 	c.members = s.members.Clone()
+	c.tokens = s.tokens.Clone()
+	c.tokenIdx = maps.Clone(s.tokenIdx)
+	c.aclBootstrapped = s.aclBootstrapped
 	c.semIdx = maps.Clone(s.semIdx)
 	c.lastNow, c.lastToken, c.holdSeq, c.lastIndex, c.limits = s.lastNow, s.lastToken, s.holdSeq, s.lastIndex, s.limits
 	s.leases.Ascend(func(l leaseRec) bool {

@@ -54,6 +54,9 @@ type Command struct {
 	//	*Command_SetLimits
 	//	*Command_Noop
 	//	*Command_Batch
+	//	*Command_AclBootstrap
+	//	*Command_AclCreateToken
+	//	*Command_AclRevokeToken
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// Conditional grants for waiters at the head of their semaphore's queue,
 	// applied after `op`, in order. Each applies only if it still fits and its
@@ -278,6 +281,33 @@ func (x *Command) GetBatch() *Batch {
 	return nil
 }
 
+func (x *Command) GetAclBootstrap() *AclBootstrap {
+	if x != nil {
+		if x, ok := x.Op.(*Command_AclBootstrap); ok {
+			return x.AclBootstrap
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetAclCreateToken() *AclCreateToken {
+	if x != nil {
+		if x, ok := x.Op.(*Command_AclCreateToken); ok {
+			return x.AclCreateToken
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetAclRevokeToken() *AclRevokeToken {
+	if x != nil {
+		if x, ok := x.Op.(*Command_AclRevokeToken); ok {
+			return x.AclRevokeToken
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetGrants() []*Grant {
 	if x != nil {
 		return x.Grants
@@ -363,6 +393,19 @@ type Command_Batch struct {
 	Batch *Batch `protobuf:"bytes,40,opt,name=batch,proto3,oneof"`
 }
 
+type Command_AclBootstrap struct {
+	// Access control (after 40: see above).
+	AclBootstrap *AclBootstrap `protobuf:"bytes,41,opt,name=acl_bootstrap,json=aclBootstrap,proto3,oneof"`
+}
+
+type Command_AclCreateToken struct {
+	AclCreateToken *AclCreateToken `protobuf:"bytes,42,opt,name=acl_create_token,json=aclCreateToken,proto3,oneof"`
+}
+
+type Command_AclRevokeToken struct {
+	AclRevokeToken *AclRevokeToken `protobuf:"bytes,43,opt,name=acl_revoke_token,json=aclRevokeToken,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Op() {}
 
 func (*Command_UpdateNamespace) isCommand_Op() {}
@@ -398,6 +441,12 @@ func (*Command_SetLimits) isCommand_Op() {}
 func (*Command_Noop) isCommand_Op() {}
 
 func (*Command_Batch) isCommand_Op() {}
+
+func (*Command_AclBootstrap) isCommand_Op() {}
+
+func (*Command_AclCreateToken) isCommand_Op() {}
+
+func (*Command_AclRevokeToken) isCommand_Op() {}
 
 type CreateNamespace struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1522,21 +1571,233 @@ func (x *Batch) GetCommands() [][]byte {
 	return nil
 }
 
-type SnapshotMeta struct {
+// An access token as stored: never the secret, only its SHA-256. The leader
+// generates the id and the secret and hashes the secret before proposing.
+type AclToken struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Format        uint32                 `protobuf:"varint,1,opt,name=format,proto3" json:"format,omitempty"`
-	LastNow       int64                  `protobuf:"varint,2,opt,name=last_now,json=lastNow,proto3" json:"last_now,omitempty"`
-	LastToken     uint64                 `protobuf:"varint,3,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
-	HoldSeq       uint64                 `protobuf:"varint,4,opt,name=hold_seq,json=holdSeq,proto3" json:"hold_seq,omitempty"`
-	Limits        *SetLimits             `protobuf:"bytes,5,opt,name=limits,proto3" json:"limits,omitempty"`
-	LastIndex     uint64                 `protobuf:"varint,6,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	SecretSha256  []byte                 `protobuf:"bytes,2,opt,name=secret_sha256,json=secretSha256,proto3" json:"secret_sha256,omitempty"`
+	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`           // "read", "write" or "admin"
+	Namespace     string                 `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"` // a namespace name, or "*" for every namespace
+	Description   string                 `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
+func (x *AclToken) Reset() {
+	*x = AclToken{}
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclToken) ProtoMessage() {}
+
+func (x *AclToken) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclToken.ProtoReflect.Descriptor instead.
+func (*AclToken) Descriptor() ([]byte, []int) {
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AclToken) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AclToken) GetSecretSha256() []byte {
+	if x != nil {
+		return x.SecretSha256
+	}
+	return nil
+}
+
+func (x *AclToken) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *AclToken) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *AclToken) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+// Creates the first (admin) token; succeeds once per cluster.
+type AclBootstrap struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         *AclToken              `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclBootstrap) Reset() {
+	*x = AclBootstrap{}
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclBootstrap) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclBootstrap) ProtoMessage() {}
+
+func (x *AclBootstrap) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclBootstrap.ProtoReflect.Descriptor instead.
+func (*AclBootstrap) Descriptor() ([]byte, []int) {
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *AclBootstrap) GetToken() *AclToken {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+type AclCreateToken struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         *AclToken              `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclCreateToken) Reset() {
+	*x = AclCreateToken{}
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclCreateToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclCreateToken) ProtoMessage() {}
+
+func (x *AclCreateToken) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclCreateToken.ProtoReflect.Descriptor instead.
+func (*AclCreateToken) Descriptor() ([]byte, []int) {
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *AclCreateToken) GetToken() *AclToken {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+type AclRevokeToken struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclRevokeToken) Reset() {
+	*x = AclRevokeToken{}
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclRevokeToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclRevokeToken) ProtoMessage() {}
+
+func (x *AclRevokeToken) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclRevokeToken.ProtoReflect.Descriptor instead.
+func (*AclRevokeToken) Descriptor() ([]byte, []int) {
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *AclRevokeToken) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type SnapshotMeta struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Format          uint32                 `protobuf:"varint,1,opt,name=format,proto3" json:"format,omitempty"`
+	LastNow         int64                  `protobuf:"varint,2,opt,name=last_now,json=lastNow,proto3" json:"last_now,omitempty"`
+	LastToken       uint64                 `protobuf:"varint,3,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	HoldSeq         uint64                 `protobuf:"varint,4,opt,name=hold_seq,json=holdSeq,proto3" json:"hold_seq,omitempty"`
+	Limits          *SetLimits             `protobuf:"bytes,5,opt,name=limits,proto3" json:"limits,omitempty"`
+	LastIndex       uint64                 `protobuf:"varint,6,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	AclBootstrapped bool                   `protobuf:"varint,7,opt,name=acl_bootstrapped,json=aclBootstrapped,proto3" json:"acl_bootstrapped,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
 func (x *SnapshotMeta) Reset() {
 	*x = SnapshotMeta{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[20]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1809,7 @@ func (x *SnapshotMeta) String() string {
 func (*SnapshotMeta) ProtoMessage() {}
 
 func (x *SnapshotMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[20]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1822,7 @@ func (x *SnapshotMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotMeta.ProtoReflect.Descriptor instead.
 func (*SnapshotMeta) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{20}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SnapshotMeta) GetFormat() uint32 {
@@ -1606,6 +1867,66 @@ func (x *SnapshotMeta) GetLastIndex() uint64 {
 	return 0
 }
 
+func (x *SnapshotMeta) GetAclBootstrapped() bool {
+	if x != nil {
+		return x.AclBootstrapped
+	}
+	return false
+}
+
+// A token in the snapshot's "tokens" table (in id order).
+type TokenRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         *AclToken              `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	CreatedAt     int64                  `protobuf:"varint,2,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenRecord) Reset() {
+	*x = TokenRecord{}
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenRecord) ProtoMessage() {}
+
+func (x *TokenRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenRecord.ProtoReflect.Descriptor instead.
+func (*TokenRecord) Descriptor() ([]byte, []int) {
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *TokenRecord) GetToken() *AclToken {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *TokenRecord) GetCreatedAt() int64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
 type NamespaceRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1620,7 +1941,7 @@ type NamespaceRecord struct {
 
 func (x *NamespaceRecord) Reset() {
 	*x = NamespaceRecord{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[21]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1953,7 @@ func (x *NamespaceRecord) String() string {
 func (*NamespaceRecord) ProtoMessage() {}
 
 func (x *NamespaceRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[21]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1966,7 @@ func (x *NamespaceRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespaceRecord.ProtoReflect.Descriptor instead.
 func (*NamespaceRecord) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{21}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NamespaceRecord) GetName() string {
@@ -1707,7 +2028,7 @@ type SemaphoreRecord struct {
 
 func (x *SemaphoreRecord) Reset() {
 	*x = SemaphoreRecord{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[22]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1719,7 +2040,7 @@ func (x *SemaphoreRecord) String() string {
 func (*SemaphoreRecord) ProtoMessage() {}
 
 func (x *SemaphoreRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[22]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,7 +2053,7 @@ func (x *SemaphoreRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemaphoreRecord.ProtoReflect.Descriptor instead.
 func (*SemaphoreRecord) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{22}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SemaphoreRecord) GetNamespaceName() string {
@@ -1812,7 +2133,7 @@ type LeaseRecord struct {
 
 func (x *LeaseRecord) Reset() {
 	*x = LeaseRecord{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[23]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +2145,7 @@ func (x *LeaseRecord) String() string {
 func (*LeaseRecord) ProtoMessage() {}
 
 func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[23]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +2158,7 @@ func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRecord.ProtoReflect.Descriptor instead.
 func (*LeaseRecord) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{23}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LeaseRecord) GetNamespaceName() string {
@@ -1898,7 +2219,7 @@ type HolderRecord struct {
 
 func (x *HolderRecord) Reset() {
 	*x = HolderRecord{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[24]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2231,7 @@ func (x *HolderRecord) String() string {
 func (*HolderRecord) ProtoMessage() {}
 
 func (x *HolderRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[24]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2244,7 @@ func (x *HolderRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HolderRecord.ProtoReflect.Descriptor instead.
 func (*HolderRecord) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{24}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *HolderRecord) GetNamespaceName() string {
@@ -1993,7 +2314,7 @@ type MemberRecord struct {
 
 func (x *MemberRecord) Reset() {
 	*x = MemberRecord{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[25]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2326,7 @@ func (x *MemberRecord) String() string {
 func (*MemberRecord) ProtoMessage() {}
 
 func (x *MemberRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[25]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2339,7 @@ func (x *MemberRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberRecord.ProtoReflect.Descriptor instead.
 func (*MemberRecord) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{25}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MemberRecord) GetNodeId() string {
@@ -2046,8 +2367,7 @@ var File_grackle_fsm_v1_command_proto protoreflect.FileDescriptor
 
 const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1cgrackle/fsm/v1/command.proto\x12\x0egrackle.fsm.v1\"\x97\n" +
-	"\n" +
+	"\x1cgrackle/fsm/v1/command.proto\x12\x0egrackle.fsm.v1\"\xf4\v\n" +
 	"\aCommand\x12\x10\n" +
 	"\x03now\x18\x01 \x01(\x03R\x03now\x12\x1c\n" +
 	"\tskippable\x18\x02 \x01(\bR\tskippable\x12L\n" +
@@ -2071,7 +2391,10 @@ const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
 	"set_limits\x18\x19 \x01(\v2\x19.grackle.fsm.v1.SetLimitsH\x00R\tsetLimits\x12*\n" +
 	"\x04noop\x18\x1a \x01(\v2\x14.grackle.fsm.v1.NoopH\x00R\x04noop\x12-\n" +
-	"\x05batch\x18( \x01(\v2\x15.grackle.fsm.v1.BatchH\x00R\x05batch\x12-\n" +
+	"\x05batch\x18( \x01(\v2\x15.grackle.fsm.v1.BatchH\x00R\x05batch\x12C\n" +
+	"\racl_bootstrap\x18) \x01(\v2\x1c.grackle.fsm.v1.AclBootstrapH\x00R\faclBootstrap\x12J\n" +
+	"\x10acl_create_token\x18* \x01(\v2\x1e.grackle.fsm.v1.AclCreateTokenH\x00R\x0eaclCreateToken\x12J\n" +
+	"\x10acl_revoke_token\x18+ \x01(\v2\x1e.grackle.fsm.v1.AclRevokeTokenH\x00R\x0eaclRevokeToken\x12-\n" +
 	"\x06grants\x18\x03 \x03(\v2\x15.grackle.fsm.v1.GrantR\x06grantsB\x04\n" +
 	"\x02op\"\xcf\x01\n" +
 	"\x0fCreateNamespace\x12\x12\n" +
@@ -2164,7 +2487,19 @@ const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\x0fmax_ttl_seconds\x18\x06 \x01(\x03R\rmaxTtlSeconds\"\x06\n" +
 	"\x04Noop\"#\n" +
 	"\x05Batch\x12\x1a\n" +
-	"\bcommands\x18\x01 \x03(\fR\bcommands\"\xcd\x01\n" +
+	"\bcommands\x18\x01 \x03(\fR\bcommands\"\x93\x01\n" +
+	"\bAclToken\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
+	"\rsecret_sha256\x18\x02 \x01(\fR\fsecretSha256\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x1c\n" +
+	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12 \n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\">\n" +
+	"\fAclBootstrap\x12.\n" +
+	"\x05token\x18\x01 \x01(\v2\x18.grackle.fsm.v1.AclTokenR\x05token\"@\n" +
+	"\x0eAclCreateToken\x12.\n" +
+	"\x05token\x18\x01 \x01(\v2\x18.grackle.fsm.v1.AclTokenR\x05token\" \n" +
+	"\x0eAclRevokeToken\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xf8\x01\n" +
 	"\fSnapshotMeta\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\rR\x06format\x12\x19\n" +
 	"\blast_now\x18\x02 \x01(\x03R\alastNow\x12\x1d\n" +
@@ -2173,7 +2508,12 @@ const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\bhold_seq\x18\x04 \x01(\x04R\aholdSeq\x121\n" +
 	"\x06limits\x18\x05 \x01(\v2\x19.grackle.fsm.v1.SetLimitsR\x06limits\x12\x1d\n" +
 	"\n" +
-	"last_index\x18\x06 \x01(\x04R\tlastIndex\"\xa7\x02\n" +
+	"last_index\x18\x06 \x01(\x04R\tlastIndex\x12)\n" +
+	"\x10acl_bootstrapped\x18\a \x01(\bR\x0faclBootstrapped\"\\\n" +
+	"\vTokenRecord\x12.\n" +
+	"\x05token\x18\x01 \x01(\v2\x18.grackle.fsm.v1.AclTokenR\x05token\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x02 \x01(\x03R\tcreatedAt\"\xa7\x02\n" +
 	"\x0fNamespaceRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12I\n" +
@@ -2241,7 +2581,7 @@ func file_grackle_fsm_v1_command_proto_rawDescGZIP() []byte {
 	return file_grackle_fsm_v1_command_proto_rawDescData
 }
 
-var file_grackle_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_grackle_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_grackle_fsm_v1_command_proto_goTypes = []any{
 	(*Command)(nil),         // 0: grackle.fsm.v1.Command
 	(*CreateNamespace)(nil), // 1: grackle.fsm.v1.CreateNamespace
@@ -2263,20 +2603,25 @@ var file_grackle_fsm_v1_command_proto_goTypes = []any{
 	(*SetLimits)(nil),       // 17: grackle.fsm.v1.SetLimits
 	(*Noop)(nil),            // 18: grackle.fsm.v1.Noop
 	(*Batch)(nil),           // 19: grackle.fsm.v1.Batch
-	(*SnapshotMeta)(nil),    // 20: grackle.fsm.v1.SnapshotMeta
-	(*NamespaceRecord)(nil), // 21: grackle.fsm.v1.NamespaceRecord
-	(*SemaphoreRecord)(nil), // 22: grackle.fsm.v1.SemaphoreRecord
-	(*LeaseRecord)(nil),     // 23: grackle.fsm.v1.LeaseRecord
-	(*HolderRecord)(nil),    // 24: grackle.fsm.v1.HolderRecord
-	(*MemberRecord)(nil),    // 25: grackle.fsm.v1.MemberRecord
-	nil,                     // 26: grackle.fsm.v1.CreateNamespace.MetadataEntry
-	nil,                     // 27: grackle.fsm.v1.UpdateNamespace.MetadataEntry
-	nil,                     // 28: grackle.fsm.v1.CreateSemaphore.MetadataEntry
-	nil,                     // 29: grackle.fsm.v1.UpdateSemaphore.MetadataEntry
-	nil,                     // 30: grackle.fsm.v1.Grant.MetadataEntry
-	nil,                     // 31: grackle.fsm.v1.NamespaceRecord.MetadataEntry
-	nil,                     // 32: grackle.fsm.v1.SemaphoreRecord.MetadataEntry
-	nil,                     // 33: grackle.fsm.v1.HolderRecord.MetadataEntry
+	(*AclToken)(nil),        // 20: grackle.fsm.v1.AclToken
+	(*AclBootstrap)(nil),    // 21: grackle.fsm.v1.AclBootstrap
+	(*AclCreateToken)(nil),  // 22: grackle.fsm.v1.AclCreateToken
+	(*AclRevokeToken)(nil),  // 23: grackle.fsm.v1.AclRevokeToken
+	(*SnapshotMeta)(nil),    // 24: grackle.fsm.v1.SnapshotMeta
+	(*TokenRecord)(nil),     // 25: grackle.fsm.v1.TokenRecord
+	(*NamespaceRecord)(nil), // 26: grackle.fsm.v1.NamespaceRecord
+	(*SemaphoreRecord)(nil), // 27: grackle.fsm.v1.SemaphoreRecord
+	(*LeaseRecord)(nil),     // 28: grackle.fsm.v1.LeaseRecord
+	(*HolderRecord)(nil),    // 29: grackle.fsm.v1.HolderRecord
+	(*MemberRecord)(nil),    // 30: grackle.fsm.v1.MemberRecord
+	nil,                     // 31: grackle.fsm.v1.CreateNamespace.MetadataEntry
+	nil,                     // 32: grackle.fsm.v1.UpdateNamespace.MetadataEntry
+	nil,                     // 33: grackle.fsm.v1.CreateSemaphore.MetadataEntry
+	nil,                     // 34: grackle.fsm.v1.UpdateSemaphore.MetadataEntry
+	nil,                     // 35: grackle.fsm.v1.Grant.MetadataEntry
+	nil,                     // 36: grackle.fsm.v1.NamespaceRecord.MetadataEntry
+	nil,                     // 37: grackle.fsm.v1.SemaphoreRecord.MetadataEntry
+	nil,                     // 38: grackle.fsm.v1.HolderRecord.MetadataEntry
 }
 var file_grackle_fsm_v1_command_proto_depIdxs = []int32{
 	1,  // 0: grackle.fsm.v1.Command.create_namespace:type_name -> grackle.fsm.v1.CreateNamespace
@@ -2297,22 +2642,28 @@ var file_grackle_fsm_v1_command_proto_depIdxs = []int32{
 	17, // 15: grackle.fsm.v1.Command.set_limits:type_name -> grackle.fsm.v1.SetLimits
 	18, // 16: grackle.fsm.v1.Command.noop:type_name -> grackle.fsm.v1.Noop
 	19, // 17: grackle.fsm.v1.Command.batch:type_name -> grackle.fsm.v1.Batch
-	7,  // 18: grackle.fsm.v1.Command.grants:type_name -> grackle.fsm.v1.Grant
-	26, // 19: grackle.fsm.v1.CreateNamespace.metadata:type_name -> grackle.fsm.v1.CreateNamespace.MetadataEntry
-	27, // 20: grackle.fsm.v1.UpdateNamespace.metadata:type_name -> grackle.fsm.v1.UpdateNamespace.MetadataEntry
-	28, // 21: grackle.fsm.v1.CreateSemaphore.metadata:type_name -> grackle.fsm.v1.CreateSemaphore.MetadataEntry
-	29, // 22: grackle.fsm.v1.UpdateSemaphore.metadata:type_name -> grackle.fsm.v1.UpdateSemaphore.MetadataEntry
-	30, // 23: grackle.fsm.v1.Grant.metadata:type_name -> grackle.fsm.v1.Grant.MetadataEntry
-	7,  // 24: grackle.fsm.v1.Acquire.grant:type_name -> grackle.fsm.v1.Grant
-	17, // 25: grackle.fsm.v1.SnapshotMeta.limits:type_name -> grackle.fsm.v1.SetLimits
-	31, // 26: grackle.fsm.v1.NamespaceRecord.metadata:type_name -> grackle.fsm.v1.NamespaceRecord.MetadataEntry
-	32, // 27: grackle.fsm.v1.SemaphoreRecord.metadata:type_name -> grackle.fsm.v1.SemaphoreRecord.MetadataEntry
-	33, // 28: grackle.fsm.v1.HolderRecord.metadata:type_name -> grackle.fsm.v1.HolderRecord.MetadataEntry
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	21, // 18: grackle.fsm.v1.Command.acl_bootstrap:type_name -> grackle.fsm.v1.AclBootstrap
+	22, // 19: grackle.fsm.v1.Command.acl_create_token:type_name -> grackle.fsm.v1.AclCreateToken
+	23, // 20: grackle.fsm.v1.Command.acl_revoke_token:type_name -> grackle.fsm.v1.AclRevokeToken
+	7,  // 21: grackle.fsm.v1.Command.grants:type_name -> grackle.fsm.v1.Grant
+	31, // 22: grackle.fsm.v1.CreateNamespace.metadata:type_name -> grackle.fsm.v1.CreateNamespace.MetadataEntry
+	32, // 23: grackle.fsm.v1.UpdateNamespace.metadata:type_name -> grackle.fsm.v1.UpdateNamespace.MetadataEntry
+	33, // 24: grackle.fsm.v1.CreateSemaphore.metadata:type_name -> grackle.fsm.v1.CreateSemaphore.MetadataEntry
+	34, // 25: grackle.fsm.v1.UpdateSemaphore.metadata:type_name -> grackle.fsm.v1.UpdateSemaphore.MetadataEntry
+	35, // 26: grackle.fsm.v1.Grant.metadata:type_name -> grackle.fsm.v1.Grant.MetadataEntry
+	7,  // 27: grackle.fsm.v1.Acquire.grant:type_name -> grackle.fsm.v1.Grant
+	20, // 28: grackle.fsm.v1.AclBootstrap.token:type_name -> grackle.fsm.v1.AclToken
+	20, // 29: grackle.fsm.v1.AclCreateToken.token:type_name -> grackle.fsm.v1.AclToken
+	17, // 30: grackle.fsm.v1.SnapshotMeta.limits:type_name -> grackle.fsm.v1.SetLimits
+	20, // 31: grackle.fsm.v1.TokenRecord.token:type_name -> grackle.fsm.v1.AclToken
+	36, // 32: grackle.fsm.v1.NamespaceRecord.metadata:type_name -> grackle.fsm.v1.NamespaceRecord.MetadataEntry
+	37, // 33: grackle.fsm.v1.SemaphoreRecord.metadata:type_name -> grackle.fsm.v1.SemaphoreRecord.MetadataEntry
+	38, // 34: grackle.fsm.v1.HolderRecord.metadata:type_name -> grackle.fsm.v1.HolderRecord.MetadataEntry
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_grackle_fsm_v1_command_proto_init() }
@@ -2339,6 +2690,9 @@ func file_grackle_fsm_v1_command_proto_init() {
 		(*Command_SetLimits)(nil),
 		(*Command_Noop)(nil),
 		(*Command_Batch)(nil),
+		(*Command_AclBootstrap)(nil),
+		(*Command_AclCreateToken)(nil),
+		(*Command_AclRevokeToken)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2346,7 +2700,7 @@ func file_grackle_fsm_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grackle_fsm_v1_command_proto_rawDesc), len(file_grackle_fsm_v1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
