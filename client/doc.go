@@ -17,7 +17,16 @@
 //   - Semaphore: Acquire (blocking, bounded by the context), TryAcquire and
 //     Release for one semaphore under a session's lease;
 //   - WithPermits: run a function while holding permits, releasing them
-//     however the function ends (also when it panics).
+//     however the function ends (also when it panics);
+//   - WithLease and Session.Orphan: resume an existing lease after a
+//     restart, and leave one without revoking it (hand-over);
+//   - Config.Observer: three events per acquire (start, rejected, stop),
+//     exported as Prometheus metrics by client/promobserver;
+//   - reachability: a member address this client cannot dial is routed
+//     around through the endpoints (followers forward), logged once to
+//     Config.Logger.
+//
+// docs/CLIENT.md explains these choices.
 //
 // The happy path:
 //

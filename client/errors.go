@@ -15,6 +15,10 @@ var (
 	// ErrSessionClosed: the Session was closed by Session.Close.
 	ErrSessionClosed = errors.New("grackle: session closed")
 
+	// ErrSessionOrphaned: the Session was left with Session.Orphan: its
+	// lease is no longer refreshed but was not revoked.
+	ErrSessionOrphaned = errors.New("grackle: session orphaned (lease left to expire or to be resumed)")
+
 	// ErrLeaseLost: the session's lease is gone. Either the server said so
 	// (a refresh or a check answered NotFound: it expired, or was revoked
 	// out of band, or its namespace was deleted), or the lease's expiry

@@ -24,7 +24,7 @@ type Semaphore struct {
 	sess *Session
 	name string
 	lock chan struct{} // 1-buffered; serializes Acquire/TryAcquire/Release
-	held int64         // weight held as far as this handle knows (0: none); guarded by lock
+	held int64         // weight held as far as this handle knows (0: none, -1: unknown); guarded by lock
 }
 
 // Grant is a successful acquisition.

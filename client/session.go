@@ -31,6 +31,7 @@ type Session struct {
 	processID string
 	ttl       time.Duration // whole seconds
 	leaseID   string
+	resumed   bool // resumed with WithLease: holds from before may exist
 
 	ctx    context.Context // cancelled when the session ends
 	cancel context.CancelCauseFunc
@@ -50,10 +51,41 @@ type Session struct {
 	closeErr  error
 }
 
+// SessionOption adjusts NewSession.
+type SessionOption func(*sessionOptions)
+
+type sessionOptions struct {
+	leaseID string
+}
+
+// WithLease makes NewSession resume the existing lease leaseID instead of
+// creating one (as etcd's concurrency.WithLease does): after a restart, a
+// process that kept its lease id (in a file, in its job record) takes the
+// lease over, with the holds it has, and keeps it alive. NewSession checks
+// that the lease exists (an error matching ErrLeaseLost if not), refreshes
+// it at once, and then every TTL/3 like any session. The processID
+// argument is ignored (the lease keeps its own); ttl <= 0 keeps the
+// lease's ttl_seconds.
+//
+// The handles of a resumed session do not know what the lease already
+// holds: Acquire again (a re-acquire is idempotent) to adopt a hold, or
+// Release it.
+func WithLease(leaseID string) SessionOption {
+	return func(o *sessionOptions) { o.leaseID = leaseID }
+}
+
 // NewSession creates a lease in namespace for processID with the given TTL
 // (rounded up to whole seconds; <= 0 means DefaultSessionTTL) and starts
-// refreshing it. The namespace must exist.
-func (c *Client) NewSession(ctx context.Context, namespace, processID string, ttl time.Duration) (*Session, error) {
+// refreshing it. The namespace must exist. With WithLease it resumes an
+// existing lease instead.
+func (c *Client) NewSession(ctx context.Context, namespace, processID string, ttl time.Duration, opts ...SessionOption) (*Session, error) {
+	var o sessionOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.leaseID != "" {
+		return c.resumeSession(ctx, namespace, o.leaseID, ttl)
+	}
 	if ttl <= 0 {
 		ttl = DefaultSessionTTL
 	}
@@ -73,18 +105,63 @@ func (c *Client) NewSession(ctx context.Context, namespace, processID string, tt
 		return nil, err
 	}
 	s.leaseID = resp.Lease.LeaseId
+	if err := c.startSession(s, sent); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// resumeSession is NewSession with WithLease.
+func (c *Client) resumeSession(ctx context.Context, namespace, leaseID string, ttl time.Duration) (*Session, error) {
+	cur, err := c.GetSemaphoreLease(ctx, &pb.GetSemaphoreLeaseRequest{NamespaceName: namespace, LeaseId: leaseID})
+	if status.Code(err) == codes.NotFound {
+		return nil, fmt.Errorf("%w: cannot resume lease %s: %w", ErrLeaseLost, leaseID, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	secs := cur.GetLease().GetTtlSeconds()
+	if ttl > 0 {
+		secs = int64((ttl + time.Second - 1) / time.Second)
+	}
+	s := &Session{c: c, ns: namespace, processID: cur.GetLease().GetProcessId(), ttl: time.Duration(secs) * time.Second,
+		leaseID: leaseID, resumed: true, loopDone: make(chan struct{}), sems: map[string]*Semaphore{}}
+	// Refresh at once: the client's conservative clock needs the send time
+	// of a successful refresh.
+	var sent time.Time
+	err = c.invoke(ctx, retryAlways, nil, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) error {
+		sent = time.Now()
+		_, err := pb.NewGrackleServiceClient(cc).RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{
+			NamespaceName: namespace, LeaseId: leaseID, TtlSeconds: secs}, o...)
+		return err
+	})
+	if status.Code(err) == codes.NotFound {
+		return nil, fmt.Errorf("%w: cannot resume lease %s: %w", ErrLeaseLost, leaseID, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := c.startSession(s, sent); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// startSession registers s (whose lease was created or refreshed at sent)
+// and starts its refresh loop.
+func (c *Client) startSession(s *Session, sent time.Time) error {
 	s.setRefreshed(sent)
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return nil, ErrClientClosed
+		return ErrClientClosed
 	}
 	c.sessions[s] = struct{}{}
 	s.loopCtx, s.loopStop = context.WithCancel(c.life)
 	c.mu.Unlock()
 	go s.run()
-	return s, nil
+	return nil
 }
 
 // LeaseID is the session's lease id.
@@ -260,6 +337,18 @@ func (s *Session) Close(ctx context.Context) error {
 	return s.closeErr
 }
 
+// Orphan stops refreshing the lease without revoking it, and ends the
+// session with ErrSessionOrphaned (as etcd's Session.Orphan): the lease and
+// its holds stay until they expire, or until another process resumes the
+// lease with WithLease and keeps it alive (a hand-over). Close after Orphan
+// does nothing.
+func (s *Session) Orphan() {
+	s.closeOnce.Do(func() {
+		s.stopLoop()
+		s.end(ErrSessionOrphaned)
+	})
+}
+
 // Semaphore returns the handle of semaphore name (in the session's
 // namespace) under the session's lease. The same name always gives the
 // same handle.
@@ -269,6 +358,9 @@ func (s *Session) Semaphore(name string) *Semaphore {
 	m, ok := s.sems[name]
 	if !ok {
 		m = &Semaphore{sess: s, name: name, lock: make(chan struct{}, 1)}
+		if s.resumed {
+			m.held = -1 // unknown: the lease may hold it from before
+		}
 		s.sems[name] = m
 	}
 	return m
