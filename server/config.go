@@ -34,6 +34,12 @@ type Config struct {
 	Limits            fsm.Limits
 	MaxTimeoutSeconds int64 // largest AcquireSemaphore timeout_seconds (default 300)
 
+	// WatchSemaphore streams (docs/watch.md): a stream that takes no
+	// message for WatchStallTimeout is cut off (default 10 s); a node
+	// serves at most MaxWatchers streams (default 10,000).
+	WatchStallTimeout time.Duration
+	MaxWatchers       int
+
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration

@@ -26,6 +26,7 @@ import (
 	"github.com/grackle-coord/grackle/raftnode"
 	"github.com/grackle-coord/grackle/rpc"
 	"github.com/grackle-coord/grackle/tlsutil"
+	"github.com/grackle-coord/grackle/watch"
 )
 
 // Server is one running node.
@@ -36,6 +37,10 @@ type Server struct {
 	Node  *raftnode.Node
 	API   *rpc.Service
 	admin *admin.Service
+	// Watch serves WatchSemaphore and ListSemaphoreWaiters.
+	Watch *watch.Service
+	feed  *watch.Feed
+	lead  *watch.Leadership
 	// Metrics is the node's Prometheus registry and instruments.
 	Metrics *metrics.Metrics
 	grpc    *grpc.Server
@@ -142,15 +147,17 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	}
 	f := fsm.New(fsm.Options{TempDir: tmp})
 	met := metrics.New()
+	feed := watch.NewFeed(f)
 	node, err := raftnode.New(raftnode.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, BindAddr: cfg.RaftAddr, AdvertiseAddr: cfg.AdvertiseRaft,
 		InitialMembers: peers, Bootstrap: cfg.Join == "",
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
 		CommitTimeout: cfg.CommitTimeout, SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
-		TrailingLogs: cfg.TrailingLogs, FSM: met.ObserveFSM(f), Logger: log,
+		TrailingLogs: cfg.TrailingLogs, FSM: watch.Observe(met.ObserveFSM(f), feed), Logger: log,
 		PeerTLS: sec.peer, MaxConns: cfg.MaxConnections, HandshakeTimeout: cfg.HandshakeTimeout,
 	})
 	if err != nil {
+		feed.Close()
 		lis.Close()
 		return nil, err
 	}
@@ -173,7 +180,10 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 
-	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, Metrics: met, done: make(chan struct{}), sec: sec}
+	lead := watch.NewLeadership(node.Raft, f, watch.LeadershipConfig{NodeID: cfg.NodeID, GRPCAddress: grpcAdv, InitialGRPC: initialGRPC})
+	ws := watch.New(watch.Config{NodeID: cfg.NodeID, StallTimeout: cfg.WatchStallTimeout, MaxWatchers: cfg.MaxWatchers,
+		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(sec.peerDialCreds())}}, f, feed, lead, log.Named("watch"))
+	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, Watch: ws, feed: feed, lead: lead, Metrics: met, done: make(chan struct{}), sec: sec}
 	opts := append(cfg.grpcServerOptions(),
 		grpc.ChainUnaryInterceptor(met.UnaryInterceptor(), s.diskFullUnary),
 		grpc.ChainStreamInterceptor(met.StreamInterceptor(), s.diskFullStream))
@@ -185,7 +195,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		serveLis = split.TLS()
 	}
 	gs := grpc.NewServer(opts...)
-	pb.RegisterGrackleServiceServer(gs, api)
+	pb.RegisterGrackleServiceServer(gs, grackleAPI{Service: api, watch: ws})
 	adm := admin.New(admin.Config{NodeID: cfg.NodeID, InitialGRPC: initialGRPC,
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(sec.peerDialCreds())}}, api, node.Raft, f, node.Snapshots, log.Named("admin"))
 	pb.RegisterClusterServiceServer(gs, adm)
@@ -351,6 +361,7 @@ func (s *Server) Close() error {
 	}
 	s.API.Stop()
 	s.admin.Close()
+	s.lead.Close() // ends the watch streams' term
 	stopped := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(stopped) }()
 	select {
@@ -363,7 +374,10 @@ func (s *Server) Close() error {
 	if s.plain != nil {
 		s.plain.Stop()
 	}
-	if err := s.Node.Close(); err != nil {
+	err := s.Node.Close()
+	s.Watch.Close()
+	s.feed.Close()
+	if err != nil {
 		s.log.Error("shutdown: raft did not stop cleanly", "error", err)
 		return err
 	}

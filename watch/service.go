@@ -1,0 +1,371 @@
+package watch
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/grackle-coord/grackle/fsm"
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxWatchers  = 10_000
+	DefaultStallTimeout = 10 * time.Second
+	// MaxListed bounds the holders and the waiters of one watch message.
+	MaxListed = 1000
+)
+
+// QueuedWaiter is one call in a semaphore's queue, as the leader keeps it.
+type QueuedWaiter struct {
+	// Seq orders the queue: unique and increasing within one leader's term.
+	Seq      uint64
+	LeaseID  string
+	Weight   int64
+	Since    int64 // Unix ns, when the call reached the leader
+	Deadline int64 // Unix ns, when it gives up
+}
+
+// Queues is the leader's read-only view of its waiter queues.
+type Queues interface {
+	// Waiters copies a semaphore's queue, head first.
+	Waiters(ns, sem string) []QueuedWaiter
+}
+
+// Config configures the service.
+type Config struct {
+	NodeID string
+	// MaxWatchers bounds the streams one node serves (default 10,000).
+	MaxWatchers int
+	// StallTimeout cuts off a watcher whose stream has not taken a message
+	// for that long (default 10 s): ResourceExhausted.
+	StallTimeout time.Duration
+	// Queues returns the leader's queues in the current term (nil when
+	// this node does not lead, or when the queues cannot be read).
+	Queues func() Queues
+	// DialOptions are used to reach the leader when a follower forwards.
+	DialOptions []grpc.DialOption
+}
+
+// Service serves WatchSemaphore and ListSemaphoreWaiters. It implements
+// only these two methods of pb.GrackleServiceServer: the node's server
+// combines it with the rest of the API.
+type Service struct {
+	cfg  Config
+	fsm  *fsm.FSM
+	feed *Feed
+	lead *Leadership
+	log  hclog.Logger
+
+	connMu sync.Mutex
+	conns  map[string]*grpc.ClientConn
+}
+
+// New creates the service.
+func New(cfg Config, f *fsm.FSM, feed *Feed, lead *Leadership, log hclog.Logger) *Service {
+	if cfg.MaxWatchers <= 0 {
+		cfg.MaxWatchers = DefaultMaxWatchers
+	}
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = DefaultStallTimeout
+	}
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &Service{cfg: cfg, fsm: f, feed: feed, lead: lead, log: log, conns: map[string]*grpc.ClientConn{}}
+}
+
+// Close closes the connections used to forward.
+func (s *Service) Close() {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	for _, c := range s.conns {
+		c.Close()
+	}
+	s.conns = map[string]*grpc.ClientConn{}
+}
+
+// ---- errors ----
+
+// LeaderAddressKey is the trailer that names the leader on Unavailable
+// (the same key as the rest of the API).
+const LeaderAddressKey = "grackle-leader-address"
+
+const forwardedKey = "grackle-forwarded"
+
+// unavailable is the retryable "not here" error, naming the leader when
+// known (message and trailer), as every call of the API does.
+func (s *Service) unavailable(ctx context.Context, why, id, addr string) error {
+	msg := fmt.Sprintf("node %s: %s", s.cfg.NodeID, why)
+	if addr != "" {
+		msg += fmt.Sprintf("; the leader is %s at %s", id, addr)
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(LeaderAddressKey, addr))
+	} else {
+		msg += "; no leader is known right now"
+	}
+	return status.Error(codes.Unavailable, msg)
+}
+
+func (s *Service) notLeader(ctx context.Context) error {
+	id, addr := s.lead.Leader()
+	if id == s.cfg.NodeID {
+		id, addr = "", ""
+	}
+	return s.unavailable(ctx, "not the leader", id, addr)
+}
+
+func statusOf(err error) error {
+	var fe *fsm.Error
+	if errors.As(err, &fe) {
+		c := codes.Internal
+		switch fe.Code {
+		case fsm.CodeInvalidArgument:
+			c = codes.InvalidArgument
+		case fsm.CodeNotFound:
+			c = codes.NotFound
+		}
+		return status.Error(c, fe.Msg)
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.FromContextError(err).Err()
+}
+
+func validate(ns, sem string) error {
+	for _, e := range []error{fsm.ValidateName("namespace_name", ns), fsm.ValidateName("semaphore_name", sem)} {
+		if e != nil {
+			return statusOf(e)
+		}
+	}
+	return nil
+}
+
+// ---- forwarding ----
+
+func forwarded(ctx context.Context) bool {
+	md, ok := metadata.FromIncomingContext(ctx)
+	return ok && len(md.Get(forwardedKey)) > 0
+}
+
+// forwardCtx marks the call as forwarded and passes the caller's
+// credentials on.
+func forwardCtx(ctx context.Context) context.Context {
+	out := metadata.Pairs(forwardedKey, "1")
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get("authorization"); len(v) > 0 {
+			out.Set("authorization", v...)
+		}
+	}
+	return metadata.NewOutgoingContext(ctx, out)
+}
+
+// leaderConn returns a connection to the leader for forwarding, or the
+// Unavailable error to answer.
+func (s *Service) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
+	if forwarded(ctx) {
+		return nil, s.notLeader(ctx) // never forward twice
+	}
+	id, addr := s.lead.Leader()
+	if id == "" || addr == "" || id == s.cfg.NodeID {
+		return nil, s.notLeader(ctx)
+	}
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if c, ok := s.conns[addr]; ok {
+		return c, nil
+	}
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, s.cfg.DialOptions...)
+	c, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, s.unavailable(ctx, "cannot reach the leader: "+err.Error(), id, addr)
+	}
+	s.conns[addr] = c
+	return c, nil
+}
+
+// relayTrailer passes the leader's trailer (its leader address) on.
+func relayTrailer(ctx context.Context, tr metadata.MD) {
+	if len(tr) > 0 {
+		_ = grpc.SetTrailer(ctx, tr)
+	}
+}
+
+// ---- ListSemaphoreWaiters ----
+
+// ListSemaphoreWaiters pages through a semaphore's queue on the leader.
+func (s *Service) ListSemaphoreWaiters(ctx context.Context, r *pb.ListSemaphoreWaitersRequest) (*pb.ListSemaphoreWaitersResponse, error) {
+	if err := validate(r.NamespaceName, r.SemaphoreName); err != nil {
+		return nil, err
+	}
+	limit, err := fsm.ValidateLimit(r.Limit)
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	cur, err := decodeToken(r.PaginationToken)
+	if err != nil {
+		return nil, err
+	}
+	term := s.lead.Current()
+	if term == nil {
+		cc, err := s.leaderConn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var tr metadata.MD
+		out, err := pb.NewGrackleServiceClient(cc).ListSemaphoreWaiters(forwardCtx(ctx), r, grpc.Trailer(&tr))
+		relayTrailer(ctx, tr)
+		return out, err
+	}
+	if err := term.Ready(ctx); err != nil {
+		return nil, s.notReady(ctx, err)
+	}
+	now := time.Now().UnixNano()
+	// The semaphore must exist (as every List answers NotFound otherwise).
+	if _, _, _, err := s.fsm.SemaphoreView(r.NamespaceName, r.SemaphoreName, now, 0); err != nil {
+		return nil, statusOf(err)
+	}
+	q, err := s.queues(term)
+	if err != nil {
+		return nil, err
+	}
+	all := q.Waiters(r.NamespaceName, r.SemaphoreName)
+	from, to := pageBounds(all, cur, limit)
+	out := &pb.ListSemaphoreWaitersResponse{Waiters: s.describe(r.NamespaceName, r.SemaphoreName, all[from:to], from)}
+	if to < len(all) {
+		out.NextPaginationToken = encodeToken(false, all[to-1].Seq)
+	}
+	if from > 0 {
+		out.PreviousPaginationToken = encodeToken(true, all[from].Seq)
+	}
+	return out, nil
+}
+
+func (s *Service) notReady(ctx context.Context, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.FromContextError(err).Err()
+	}
+	return s.notLeader(ctx)
+}
+
+// queues returns the current term's queues, or an error to answer.
+func (s *Service) queues(term *Term) (Queues, error) {
+	var q Queues
+	if s.cfg.Queues != nil {
+		q = s.cfg.Queues()
+	}
+	if q == nil {
+		return nil, status.Error(codes.Unimplemented, "this node cannot read its waiter queues")
+	}
+	return q, nil
+}
+
+// describe turns queue entries (starting at queue offset from) into API
+// waiters: process id and the part of the weight still waited for come
+// from the state machine.
+func (s *Service) describe(ns, sem string, ws []QueuedWaiter, from int) []*pb.SemaphoreWaiter {
+	if len(ws) == 0 {
+		return nil
+	}
+	ids := make([]string, len(ws))
+	for i, w := range ws {
+		ids[i] = w.LeaseID
+	}
+	procs, held := s.fsm.LeaseHoldings(ns, sem, ids)
+	out := make([]*pb.SemaphoreWaiter, len(ws))
+	for i, w := range ws {
+		wait := w.Weight - held[i]
+		if wait < 0 {
+			wait = 0
+		}
+		out[i] = &pb.SemaphoreWaiter{LeaseId: w.LeaseID, ProcessId: procs[i], Weight: w.Weight, WaitingWeight: wait,
+			Position: int64(from + i + 1), WaitingSince: w.Since, Deadline: w.Deadline}
+	}
+	return out
+}
+
+// cursor is a decoded pagination token: a queue sequence number; a forward
+// page starts after it, a backward page ends before it.
+type cursor struct {
+	set      bool
+	backward bool
+	seq      uint64
+}
+
+const tokenKind = "wait"
+
+func encodeToken(backward bool, seq uint64) string {
+	dir := "f"
+	if backward {
+		dir = "b"
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(tokenKind + ":" + dir + ":" + strconv.FormatUint(seq, 10)))
+}
+
+func decodeToken(tok string) (cursor, error) {
+	if tok == "" {
+		return cursor{}, nil
+	}
+	bad := status.Error(codes.InvalidArgument, "pagination_token: malformed or from another list")
+	raw, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return cursor{}, bad
+	}
+	parts := strings.Split(string(raw), ":")
+	if len(parts) != 3 || parts[0] != tokenKind || (parts[1] != "f" && parts[1] != "b") {
+		return cursor{}, bad
+	}
+	seq, err := strconv.ParseUint(parts[2], 10, 64)
+	if err != nil {
+		return cursor{}, bad
+	}
+	return cursor{set: true, backward: parts[1] == "b", seq: seq}, nil
+}
+
+// pageBounds picks the page [from, to) of a queue for a cursor. Tokens
+// are positions (a waiter's sequence number), not snapshots: waiters that
+// left move the rest up, as holders' pages do.
+func pageBounds(all []QueuedWaiter, c cursor, limit int) (from, to int) {
+	switch {
+	case !c.set:
+		from = 0
+	case !c.backward:
+		from = len(all)
+		for i, w := range all {
+			if w.Seq > c.seq {
+				from = i
+				break
+			}
+		}
+	default:
+		end := 0
+		for i, w := range all {
+			if w.Seq < c.seq {
+				end = i + 1
+			}
+		}
+		from = end - limit
+		if from < 0 {
+			from = 0
+		}
+		return from, end
+	}
+	to = from + limit
+	if to > len(all) {
+		to = len(all)
+	}
+	return from, to
+}

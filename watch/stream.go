@@ -1,0 +1,152 @@
+package watch
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/grackle-coord/grackle/fsm"
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+)
+
+// WatchSemaphore streams a semaphore's state: the whole state first, then
+// a state after every change (coalesced while the stream is busy). It runs
+// on the leader; a follower relays the leader's stream.
+func (s *Service) WatchSemaphore(r *pb.WatchSemaphoreRequest, stream grpc.ServerStreamingServer[pb.WatchSemaphoreResponse]) error {
+	if err := validate(r.NamespaceName, r.SemaphoreName); err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	term := s.lead.Current()
+	if term == nil {
+		return s.relayWatch(ctx, r, stream)
+	}
+	if s.feed.Subscribers() >= s.cfg.MaxWatchers {
+		return status.Errorf(codes.ResourceExhausted, "watchers: limit of %d streams on node %s reached", s.cfg.MaxWatchers, s.cfg.NodeID)
+	}
+	if err := term.Ready(ctx); err != nil {
+		return s.notReady(ctx, err)
+	}
+	key := fsm.SemKey{Namespace: r.NamespaceName, Semaphore: r.SemaphoreName}
+	// Subscribe before the first read: no change can fall between them.
+	sub := s.feed.Subscribe(key)
+	defer s.feed.Unsubscribe(sub)
+
+	// One goroutine sends, so that a watcher that stops reading (its
+	// stream blocked in Send) can be cut off: the loop below never blocks
+	// on it and returns ResourceExhausted once a send has stalled too long.
+	out := make(chan *pb.WatchSemaphoreResponse)
+	sent := make(chan error, 1)
+	defer close(out)
+	go func() {
+		for m := range out {
+			err := stream.Send(m)
+			sent <- err
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	stall := time.NewTimer(time.Hour)
+	stall.Stop()
+	defer stall.Stop()
+	busy, dirty, initial := false, true, true
+	var lastIndex uint64
+	for {
+		if dirty && !busy {
+			changes := sub.Take()
+			m, err := s.state(term, key)
+			if err != nil {
+				return err
+			}
+			dirty = false
+			if initial || m.RaftIndex > lastIndex {
+				m.Initial, initial = initial, false
+				m.Changes = max(changes, 1)
+				lastIndex = m.RaftIndex
+				out <- m
+				busy = true
+				stall.Reset(s.cfg.StallTimeout)
+			}
+		}
+		select {
+		case <-sub.Wake():
+			dirty = true
+		case err := <-sent:
+			if err != nil {
+				return err
+			}
+			busy = false
+			stall.Stop()
+		case <-stall.C:
+			s.log.Warn("watcher cut off: it took no message for too long", "semaphore", key.Semaphore, "stall", s.cfg.StallTimeout)
+			return status.Errorf(codes.ResourceExhausted,
+				"watch: the stream took no message for %v (a slow watcher is cut off so it never holds the leader back); reopen it to read the whole state again", s.cfg.StallTimeout)
+		case <-term.Done():
+			// Name the next leader if one is known soon, so the client
+			// goes straight there.
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			id, addr := s.lead.NextLeader(wctx)
+			cancel()
+			if id == s.cfg.NodeID {
+				id, addr = "", ""
+			}
+			return s.unavailable(ctx, "leadership changed; reopen the watch on the new leader", id, addr)
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+}
+
+// state reads the whole watched state of key.
+func (s *Service) state(term *Term, key fsm.SemKey) (*pb.WatchSemaphoreResponse, error) {
+	now := time.Now().UnixNano()
+	sem, holders, idx, err := s.fsm.SemaphoreView(key.Namespace, key.Semaphore, now, MaxListed)
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	m := &pb.WatchSemaphoreResponse{RaftIndex: idx, Semaphore: sem, Holders: holders}
+	if s.cfg.Queues != nil {
+		if q := s.cfg.Queues(); q != nil {
+			all := q.Waiters(key.Namespace, key.Semaphore)
+			m.WaitersCount = int64(len(all))
+			if len(all) > MaxListed {
+				all = all[:MaxListed]
+			}
+			m.Waiters = s.describe(key.Namespace, key.Semaphore, all, 0)
+		}
+	}
+	return m, nil
+}
+
+// relayWatch serves a watch on a follower by relaying the leader's stream;
+// the leader's end (Unavailable on a leader change, with its trailer) is
+// passed on as it is.
+func (s *Service) relayWatch(ctx context.Context, r *pb.WatchSemaphoreRequest, stream grpc.ServerStreamingServer[pb.WatchSemaphoreResponse]) error {
+	cc, err := s.leaderConn(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var tr metadata.MD
+	up, err := pb.NewGrackleServiceClient(cc).WatchSemaphore(forwardCtx(ctx), r, grpc.Trailer(&tr))
+	if err != nil {
+		return err
+	}
+	for {
+		m, err := up.Recv()
+		if err != nil {
+			relayTrailer(stream.Context(), tr)
+			return err
+		}
+		if err := stream.Send(m); err != nil {
+			return err
+		}
+	}
+}
