@@ -35,8 +35,14 @@ $G namespace create third_parties --endpoints "$EP" >/dev/null
 $G semaphore create third_parties partner_1 --permits 20 --endpoints "$EP" >/dev/null
 LEASE=$($G lease create third_parties --process-id host-123/pid-4567 --ttl 60 -o id --endpoints "$EP")
 TOKEN=$($G semaphore acquire third_parties partner_1 --lease "$LEASE" --weight 3 --wait 10s -o id --endpoints "$EP")
-HOLDS=$($G semaphore get third_parties partner_1 -o json --endpoints "$EP" | grep -o '"active_holds": *"[0-9]*"' | grep -o '[0-9]*')
+HOLDS=$($G semaphore get third_parties partner_1 -o template='{{.semaphore.active_holds}}' --endpoints "$EP")
 [ "$HOLDS" = 3 ] || { echo "active_holds $HOLDS, want 3"; exit 1; }
+
+say "grackle run from the host (members advertise n1:7420...: the client goes through the endpoints)"
+OUT=$($G run --endpoints "$EP" --namespace third_parties --semaphore partner_1 --weight 2 --wait 10s -- \
+  sh -c 'echo "lease=$GRACKLE_LEASE_ID token=$GRACKLE_FENCING_TOKEN"')
+echo "$OUT"
+case "$OUT" in *"lease=ls_"*"token="[0-9]*) ;; *) echo "grackle run did not run the command"; exit 1 ;; esac
 
 say "stopping the leader's container"
 LEADER=$($G cluster status -o id --endpoints "$EP")
