@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -276,6 +277,11 @@ func (s *Server) startHTTP() error {
 	lis = limit(lis, s.cfg.MaxConnections)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", s.Metrics.Handler())
+	if s.cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := s.Node.DiskFull(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)

@@ -61,6 +61,7 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "listen address of the gRPC API")
 	fs.StringVar(&cfg.RaftAddr, "raft-addr", cfg.RaftAddr, "listen address of the Raft transport")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, `listen address of /healthz and /metrics ("" = off)`)
+	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP port")
 	fs.StringVar(&cfg.AdvertiseGRPC, "advertise-grpc", cfg.AdvertiseGRPC, "gRPC address other nodes and clients dial, when it differs from --grpc-addr")
 	fs.StringVar(&cfg.AdvertiseRaft, "advertise-raft", cfg.AdvertiseRaft, "Raft address other nodes dial, when it differs from --raft-addr")
 	fs.StringVar(&cfg.InitialMembers, "initial-members", cfg.InitialMembers, `bootstrap a cluster: the same "id=raftAddr=grpcAddr,..." on every node (empty: a single node)`)

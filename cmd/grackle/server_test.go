@@ -68,6 +68,7 @@ var allServerArgs = []string{
 	"--idle-timeout", "4m",
 	"--log-level", "debug",
 	"--log-json",
+	"--pprof",
 }
 
 func allServerConfig() server.Config {
@@ -106,6 +107,7 @@ func allServerConfig() server.Config {
 	want.IdleTimeout = 4 * time.Minute
 	want.LogLevel = "debug"
 	want.LogJSON = true
+	want.Pprof = true
 	return want
 }
 
