@@ -50,13 +50,19 @@ func NewClock(src Source) *Clock {
 }
 
 // StartTerm anchors the clock at the start of a term, once the term's
-// barrier has applied everything earlier: from max(wall, applied).
+// barrier has applied everything earlier: from max(wall, applied, the
+// last `now` this clock returned).
 func (c *Clock) StartTerm(applied int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := c.src.Wall()
 	if w < applied {
 		w = applied
+	}
+	if w < c.last {
+		// Reads of this node's earlier terms saw `now` up to last (those
+		// are not in the applied state): never answer earlier than them.
+		w = c.last
 	}
 	c.inTerm, c.baseWall, c.baseMono, c.last = true, w, c.src.Monotonic(), w
 }

@@ -186,6 +186,10 @@ func (t *Term) replicateMembers() error {
 // propose applies a command of this term; the queues observe every result
 // and the expiry timer is re-armed.
 func (t *Term) propose(ctx context.Context, cmd *fsmpb.Command) (*fsm.Result, error) {
+	if t.ctx.Err() != nil {
+		// An ended term proposes nothing (raft may not have noticed yet).
+		return nil, errNotLeader
+	}
 	res, err := t.l.proposer.Propose(ctx, cmd)
 	if err != nil {
 		return nil, err

@@ -2,12 +2,14 @@ package rpc_test
 
 import (
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
+	grleader "github.com/grackle-coord/grackle/leader"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/server/servertest"
 )
@@ -52,6 +54,19 @@ func TestErrorReasons(t *testing.T) {
 		})
 	}
 	acquireNow(t, c.Client(li), "reasons", "s", ids[0], 1)
+
+	t.Run("superseded via follower", func(t *testing.T) {
+		first := acquireAsync(c.Client(fi), "reasons", "s", ids[1], 1, 60)
+		waitQueue(t, c, "reasons", "s", 1)
+		servertest.Eventually(t, "the first call waits", 20*time.Second, func() bool {
+			ws := c.Nodes[li].API.Leader().Term().Waiters("reasons", "s")
+			return len(ws) == 1 && ws[0].State == grleader.Waiting
+		})
+		second := acquireAsync(c.Client(fi), "reasons", "s", ids[1], 1, 1)
+		r := recv(t, first)
+		wantReason(t, r.err, codes.Aborted, apierr.Superseded)
+		recv(t, second)
+	})
 
 	t.Run("leadership lost while waiting, on the leader and via a follower", func(t *testing.T) {
 		direct := acquireAsync(c.Client(li), "reasons", "s", ids[1], 1, 60)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/grackle-coord/grackle/fsm"
+	"github.com/grackle-coord/grackle/leader"
 )
 
 // Config is everything a node needs. Zero values take the defaults of
@@ -72,6 +73,10 @@ type Config struct {
 
 	LogLevel string // trace, debug, info, warn, error (default info)
 	LogJSON  bool
+
+	// Clock is the leader clock's source (nil: the system clocks); tests
+	// inject wall-clock jumps through it.
+	Clock leader.Source
 }
 
 // DefaultConfig returns the defaults: a single node on loopback.

@@ -166,6 +166,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		NodeID: cfg.NodeID, GRPCAddress: grpcAdv, RaftAddress: string(node.Addr), InitialGRPC: initialGRPC,
 		Limits: cfg.Limits, MaxTimeoutSeconds: cfg.MaxTimeoutSeconds,
 		LeaseGrace:  cfg.ElectionTimeout * 2,
+		Clock:       cfg.Clock,
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(sec.peerDialCreds())},
 	}, node.Raft, f, log.Named("rpc"))
 	if sec.api != nil && sec.peer == nil && (len(peers) > 1 || cfg.Join != "") {
@@ -299,6 +300,11 @@ func (s *Server) startHTTP() error {
 		}
 		c := s.FSM.Counts()
 		fmt.Fprintf(w, "namespaces %d\nsemaphores %d\nleases %d\nholders %d\n", c.Namespaces, c.Semaphores, c.Leases, c.Holders)
+		// This node's wall clock minus the leader's stamped now (followers
+		// only; see leader.Skew and docs/CLOCKS.md).
+		if sk := s.API.Leader().Skew(); !sk.At.IsZero() {
+			fmt.Fprintf(w, "leader_clock_skew_ms %d\nleader_clock_skew_age_ms %d\n", sk.Offset.Milliseconds(), time.Since(sk.At).Milliseconds())
+		}
 	})
 	s.httpLn = lis
 	var h http.Handler = mux

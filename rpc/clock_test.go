@@ -1,0 +1,53 @@
+package rpc_test
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+	"github.com/grackle-coord/grackle/server"
+	"github.com/grackle-coord/grackle/server/servertest"
+)
+
+// jumpClock is the system's monotonic clock with a wall clock the test
+// moves by off.
+type jumpClock struct {
+	t0  time.Time
+	off atomic.Int64
+}
+
+func (j *jumpClock) Wall() int64              { return time.Now().UnixNano() + j.off.Load() }
+func (j *jumpClock) Monotonic() time.Duration { return time.Since(j.t0) }
+
+// A jump of the leader's wall clock changes nothing within its term: a
+// forward jump reaps no lease early, a backward one does not stop time.
+func TestLeaderClockSurvivesWallJumps(t *testing.T) {
+	jc := &jumpClock{t0: time.Now()}
+	c := servertest.Start(t, 1, func(cfg *server.Config) { cfg.Clock = jc })
+	cl := c.Client(0)
+	ids := seed(t, cl, "jump", "s", 1, 1, 30)
+	acquireNow(t, cl, "jump", "s", ids[0], 1)
+
+	jc.off.Store(int64(time.Hour))
+	// A write kicks the expiry timer; with a wall-clock `now` it would reap.
+	must(cl.CreateNamespace(ctxT(t), &pb.CreateNamespaceRequest{Name: "kick"}))
+	l := must(cl.GetSemaphoreLease(ctxT(t), &pb.GetSemaphoreLeaseRequest{NamespaceName: "jump", LeaseId: ids[0]}))
+	if time.Duration(l.Lease.ExpiresAt-time.Now().UnixNano()) > 31*time.Second {
+		t.Fatalf("lease expires_at moved with the jump: %v from now", time.Duration(l.Lease.ExpiresAt-time.Now().UnixNano()))
+	}
+	hs := must(cl.ListSemaphoreHolders(ctxT(t), &pb.ListSemaphoreHoldersRequest{NamespaceName: "jump", SemaphoreName: "s"}))
+	if len(hs.Holders) != 1 {
+		t.Fatalf("holders after a forward jump: %v", hs.Holders)
+	}
+
+	jc.off.Store(-int64(time.Hour))
+	short := must(cl.CreateSemaphoreLease(ctxT(t), &pb.CreateSemaphoreLeaseRequest{NamespaceName: "jump", ProcessId: "w", TtlSeconds: 1}))
+	servertest.Eventually(t, "the 1 s lease expires although the wall clock went back an hour", 20*time.Second, func() bool {
+		_, err := cl.GetSemaphoreLease(ctxT(t), &pb.GetSemaphoreLeaseRequest{NamespaceName: "jump", LeaseId: short.Lease.LeaseId})
+		return status.Code(err) == codes.NotFound
+	})
+}
