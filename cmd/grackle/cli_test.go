@@ -1,9 +1,12 @@
 package main
 
 import (
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseMetadata(t *testing.T) {
@@ -151,4 +154,52 @@ func TestCommandTree(t *testing.T) {
 			t.Errorf("%q: found %q rest %q err %v", path, cmd.CommandPath(), rest, err)
 		}
 	}
+}
+
+func TestParseDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"60": time.Minute, "1.5": 1500 * time.Millisecond, "0": 0, "30s": 30 * time.Second,
+		"1m30s": 90 * time.Second, "250ms": 250 * time.Millisecond, " 2s ": 2 * time.Second, "-1": -time.Second,
+	} {
+		if got, err := parseDuration(in); err != nil || got != want {
+			t.Errorf("parseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "soon", "5x", "1e300"} {
+		if _, err := parseDuration(in); err == nil {
+			t.Errorf("parseDuration(%q): no error", in)
+		}
+	}
+}
+
+// Every duration flag of every command takes Go durations and bare
+// seconds alike (durationValue), so a new command cannot slip back to
+// pflag's own duration or to whole-second integers named like durations.
+func TestEveryDurationFlagIsADurationValue(t *testing.T) {
+	a := &app{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Name() == "bench" {
+			// bench/ registers its own flags (pflag durations: Go
+			// durations, no bare seconds); it belongs to the bench tool.
+			return
+		}
+		for _, fs := range []*pflag.FlagSet{c.LocalNonPersistentFlags(), c.PersistentFlags()} {
+			fs.VisitAll(func(f *pflag.Flag) {
+				if _, ok := f.Value.(*durationValue); ok {
+					return
+				}
+				if strings.HasSuffix(f.Name, "-seconds") {
+					return // a limit in the API's seconds (max-ttl-seconds)
+				}
+				if f.Value.Type() == "duration" || strings.Contains(f.Name, "ttl") || f.Name == "wait" || f.Name == "timeout" || f.Name == "grace" {
+					t.Errorf("%s --%s is a %s, not a durationValue", c.CommandPath(), f.Name, f.Value.Type())
+				}
+			})
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(a.rootCmd())
 }
