@@ -45,6 +45,18 @@ func (o *observedFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 }
 
 func (m *Metrics) count(cmd *fsmpb.Command, res *fsm.Result) {
+	if b, ok := cmd.GetOp().(*fsmpb.Command_Batch); ok {
+		// Commands packed into one entry: one result each, in order.
+		for i, data := range b.Batch.GetCommands() {
+			if i >= len(res.Batch) || res.Batch[i] == nil {
+				break
+			}
+			if sub, err := fsm.Decode(data); err == nil {
+				m.count(sub, res.Batch[i])
+			}
+		}
+		return
+	}
 	for _, g := range res.Grants {
 		if g.Granted {
 			m.grants.Inc()
