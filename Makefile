@@ -8,8 +8,14 @@ PROTO_SRC := $(shell find proto -name '*.proto')
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-build: ## build bin/grackle (static)
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/grackle ./cmd/grackle
+# The version and VCS revision stamped into the binary (grackle version,
+# /status, grackle_build_info); without them the binary says "unknown".
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS  := -X github.com/grackle-coord/grackle/version.version=$(VERSION) -X github.com/grackle-coord/grackle/version.revision=$(REVISION)
+
+build: ## build bin/grackle (static, version stamped)
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/grackle ./cmd/grackle
 
 test: ## the test suite CI runs (race detector on)
 	$(GO) vet ./...
@@ -63,7 +69,7 @@ COMPOSE_FILE = deploy/compose/docker-compose.$(CLUSTER).yml
 
 image: ## the FROM scratch image of deploy/Dockerfile
 	mkdir -p deploy/build
-	CGO_ENABLED=0 $(GO) build -o deploy/build/grackle ./cmd/grackle
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o deploy/build/grackle ./cmd/grackle
 	docker build -q -t $(IMAGE) -f deploy/Dockerfile deploy/build
 
 cluster-up: image build ## start the compose cluster (CLUSTER=3 or 5) and wait for a leader

@@ -66,6 +66,9 @@ type Config struct {
 	HandshakeTimeout time.Duration // TLS + HTTP/2 handshake, first request line (default 10 s)
 	IdleTimeout      time.Duration // a connection with no call in flight is closed after this (default 5 min)
 
+	// ReadyMaxLag: /readyz fails while applied trails the commit index by
+	// more entries than this (default DefaultReadyMaxLag).
+	ReadyMaxLag uint64
 	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/ on
 	// the HTTP port (off by default: profiles reveal internals and cost CPU
 	// while taken). make profile-bench uses it.

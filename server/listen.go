@@ -147,12 +147,12 @@ func (c Config) plaintextRefuser() *grpc.Server {
 	}))...)
 }
 
-// requireClientCert guards the HTTP port's endpoints other than /healthz
+// requireClientCert guards the HTTP port's endpoints other than /healthz and /readyz
 // with mutual TLS: the handshake asks for a client certificate and verifies
 // one that is given; this refuses a request that gave none.
 func requireClientCert(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" && !strings.HasPrefix(r.URL.Path, "/healthz/") &&
+		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" && !strings.HasPrefix(r.URL.Path, "/healthz/") &&
 			(r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
 			http.Error(w, "a client certificate signed by the client CA is required", http.StatusForbidden)
 			return

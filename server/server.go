@@ -256,11 +256,16 @@ func (s *Server) watchHealth() {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
+		// "" (the process) follows liveness, as /healthz; the API
+		// service follows readiness, as /readyz.
 		st := healthpb.HealthCheckResponse_NOT_SERVING
 		if addr, _ := s.Node.Raft.LeaderWithID(); addr != "" {
 			st = healthpb.HealthCheckResponse_SERVING
 		}
 		s.health.SetServingStatus("", st)
+		if s.Ready() != nil {
+			st = healthpb.HealthCheckResponse_NOT_SERVING
+		}
 		s.health.SetServingStatus("grackle.v1.GrackleService", st)
 		select {
 		case <-s.done:
@@ -294,18 +299,7 @@ func (s *Server) startHTTP() error {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
-		for k, v := range s.Node.Raft.Stats() {
-			fmt.Fprintf(w, "%s %s\n", k, v)
-		}
-		c := s.FSM.Counts()
-		fmt.Fprintf(w, "namespaces %d\nsemaphores %d\nleases %d\nholders %d\n", c.Namespaces, c.Semaphores, c.Leases, c.Holders)
-		// This node's wall clock minus the leader's stamped now (followers
-		// only; see leader.Skew and docs/CLOCKS.md).
-		if sk := s.API.Leader().Skew(); !sk.At.IsZero() {
-			fmt.Fprintf(w, "leader_clock_skew_ms %d\nleader_clock_skew_age_ms %d\n", sk.Offset.Milliseconds(), time.Since(sk.At).Milliseconds())
-		}
-	})
+	s.opsRoutes(mux)
 	s.httpLn = lis
 	var h http.Handler = mux
 	s.http = &http.Server{Handler: h, ReadHeaderTimeout: s.cfg.HandshakeTimeout, ReadTimeout: s.cfg.HandshakeTimeout,

@@ -1,0 +1,134 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/grackle-coord/grackle/version"
+)
+
+// DefaultReadyMaxLag is how many entries a follower's applied index may
+// trail the commit index it last heard of and still be ready.
+const DefaultReadyMaxLag = 1000
+
+// Ready says whether this node should take traffic: it is a member of
+// the Raft configuration, knows a leader, heard from it recently (a
+// follower), and has applied within ReadyMaxLag entries of the commit
+// index. nil means ready; the error says why not. It backs /readyz and
+// the gRPC health status of grackle.v1.GrackleService.
+func (s *Server) Ready() error {
+	r := s.Node.Raft
+	if err := s.Node.DiskFull(); err != nil {
+		return err
+	}
+	cf := r.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return fmt.Errorf("raft configuration: %w", err)
+	}
+	member := false
+	for _, srv := range cf.Configuration().Servers {
+		member = member || string(srv.ID) == s.cfg.NodeID
+	}
+	if !member {
+		return fmt.Errorf("not a member of the cluster (yet)")
+	}
+	addr, id := r.LeaderWithID()
+	if addr == "" {
+		return fmt.Errorf("no leader known")
+	}
+	if r.State() != raft.Leader {
+		// A follower cut off keeps its last leader until its heartbeat
+		// timeout fires; do not wait for that.
+		if lc := r.LastContact(); lc.IsZero() || time.Since(lc) > s.cfg.HeartbeatTimeout {
+			return fmt.Errorf("no contact with leader %s for over %s", id, s.cfg.HeartbeatTimeout)
+		}
+	}
+	commit, applied := r.CommitIndex(), s.FSM.AppliedIndex()
+	if raftApplied := r.AppliedIndex(); raftApplied > applied {
+		applied = raftApplied // config and noop entries are applied by raft, not the FSM
+	}
+	if commit > applied && commit-applied > s.readyMaxLag() {
+		return fmt.Errorf("applied index %d is %d behind commit index %d (bound %d)", applied, commit-applied, commit, s.readyMaxLag())
+	}
+	return nil
+}
+
+func (s *Server) readyMaxLag() uint64 {
+	if s.cfg.ReadyMaxLag > 0 {
+		return s.cfg.ReadyMaxLag
+	}
+	return DefaultReadyMaxLag
+}
+
+// opsRoutes adds /readyz and /status.
+func (s *Server) opsRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := s.Ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		b, _ := json.MarshalIndent(s.status(), "", "  ")
+		w.Write(append(b, '\n'))
+	})
+}
+
+// status is /status: JSON objects whose keys encoding/json writes sorted,
+// so the output is stable from one call to the next.
+func (s *Server) status() map[string]any {
+	stats := s.Node.Raft.Stats()
+	delete(stats, "latest_configuration") // a Go-formatted struct dump; see members
+	rs := map[string]any{}
+	for k, v := range stats {
+		if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+			rs[k] = n
+		} else {
+			rs[k] = v
+		}
+	}
+	var members []map[string]string
+	if cf := s.Node.Raft.GetConfiguration(); cf.Error() == nil {
+		for _, srv := range cf.Configuration().Servers {
+			members = append(members, map[string]string{"id": string(srv.ID), "raft_address": string(srv.Address),
+				"suffrage": srv.Suffrage.String()})
+		}
+	}
+	sort.Slice(members, func(i, j int) bool { return members[i]["id"] < members[j]["id"] })
+	c := s.FSM.Counts()
+	ready, why := true, ""
+	if err := s.Ready(); err != nil {
+		ready, why = false, err.Error()
+	}
+	_, leader := s.Node.Raft.LeaderWithID()
+	return map[string]any{
+		"node_id":           s.cfg.NodeID,
+		"version":           version.Get(),
+		"leader_id":         string(leader),
+		"ready":             ready,
+		"not_ready":         why,
+		"raft":              rs,
+		"members":           members,
+		"state":             map[string]int{"namespaces": c.Namespaces, "semaphores": c.Semaphores, "leases": c.Leases, "holders": c.Holders},
+		"applied_index":     s.FSM.AppliedIndex(),
+		"leader_clock_skew": s.skew(),
+	}
+}
+
+// skew is this node's wall clock minus the leader's stamped now
+// (followers only; see leader.Skew and docs/CLOCKS.md); nil when unknown.
+func (s *Server) skew() map[string]int64 {
+	sk := s.API.Leader().Skew()
+	if sk.At.IsZero() {
+		return nil
+	}
+	return map[string]int64{"offset_ms": sk.Offset.Milliseconds(), "age_ms": time.Since(sk.At).Milliseconds()}
+}
