@@ -70,6 +70,8 @@ COMPOSE_FILE = deploy/compose/docker-compose.$(CLUSTER).yml
 image: ## the FROM scratch image of deploy/Dockerfile
 	mkdir -p deploy/build
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o deploy/build/grackle ./cmd/grackle
+	cp deploy/passwd deploy/build/passwd
+	mkdir -p deploy/build/data
 	docker build -q -t $(IMAGE) -f deploy/Dockerfile deploy/build
 
 cluster-up: image build ## start the compose cluster (CLUSTER=3 or 5) and wait for a leader

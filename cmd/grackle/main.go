@@ -209,6 +209,7 @@ func (a *app) commands() []*cobra.Command {
 		a.benchCmd(),
 		a.runCmd(),
 		a.snapshotCmd(),
+		a.healthCmd(),
 		a.versionCmd(),
 	}
 }

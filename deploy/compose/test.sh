@@ -28,7 +28,21 @@ retry() { # retry CMD... for up to 60 s
 
 say "starting 3 nodes"
 dc up -d
-retry $G namespace list --endpoints "$EP" >/dev/null
+all_healthy() { # every container's health check (grackle health: /readyz) passes
+  local n=0
+  for c in $(dc ps -q); do
+    [ "$(docker inspect -f '{{.State.Health.Status}}' "$c")" = healthy ] || return 1
+    n=$((n + 1))
+  done
+  [ "$n" = 3 ]
+}
+retry all_healthy || { echo "not every node became ready"; exit 1; }
+say "all 3 nodes ready"
+$G namespace list --endpoints "$EP" >/dev/null
+$G version
+for c in $(dc ps -q); do
+  [ "$(docker inspect -f '{{.Config.User}}' "$c")" = 65532:65532 ] || { echo "container $c does not run as 65532"; exit 1; }
+done
 
 say "seed workflow"
 $G namespace create third_parties --endpoints "$EP" >/dev/null
