@@ -407,5 +407,7 @@ func Run(ctx context.Context, cfg Config) error {
 	s.ReloadOn(ctx, syscall.SIGHUP)
 	<-ctx.Done()
 	log.Info("shutting down")
+	// A leader hands over first: no election timeout for the others.
+	s.Leave(2*cfg.ElectionTimeout + time.Second)
 	return s.Close()
 }
