@@ -102,6 +102,7 @@ func DefaultConfig() Config {
 		MaxConnections:     4096,
 		HandshakeTimeout:   10 * time.Second,
 		IdleTimeout:        5 * time.Minute,
+		ReadyMaxLag:        DefaultReadyMaxLag,
 		LogLevel:           "info",
 	}
 }

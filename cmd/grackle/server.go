@@ -98,7 +98,7 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "trace, debug, info, warn or error")
 	fs.BoolVar(&cfg.LogJSON, "log-json", cfg.LogJSON, "log JSON lines instead of text")
 
-	fs.Uint64Var(&cfg.ReadyMaxLag, "ready-max-lag", server.DefaultReadyMaxLag, "/readyz fails while the applied index trails the commit index by more entries")
+	fs.Uint64Var(&cfg.ReadyMaxLag, "ready-max-lag", cfg.ReadyMaxLag, "/readyz fails while the applied index trails the commit index by more entries")
 }
 
 // checkServerConfig rejects values no server accepts, so that they fail as

@@ -68,6 +68,8 @@ var allServerArgs = []string{
 	"--max-connections", "77",
 	"--handshake-timeout", "3s",
 	"--idle-timeout", "4m",
+	"--ready-max-lag", "55",
+	"--pprof",
 	"--log-level", "debug",
 	"--log-json",
 	"--pprof",
@@ -109,6 +111,8 @@ func allServerConfig() server.Config {
 	want.MaxConnections = 77
 	want.HandshakeTimeout = 3 * time.Second
 	want.IdleTimeout = 4 * time.Minute
+	want.ReadyMaxLag = 55
+	want.Pprof = true
 	want.LogLevel = "debug"
 	want.LogJSON = true
 	want.Pprof = true
