@@ -69,7 +69,6 @@ var allServerArgs = []string{
 	"--handshake-timeout", "3s",
 	"--idle-timeout", "4m",
 	"--ready-max-lag", "55",
-	"--pprof",
 	"--log-level", "debug",
 	"--log-json",
 	"--pprof",
@@ -112,7 +111,6 @@ func allServerConfig() server.Config {
 	want.HandshakeTimeout = 3 * time.Second
 	want.IdleTimeout = 4 * time.Minute
 	want.ReadyMaxLag = 55
-	want.Pprof = true
 	want.LogLevel = "debug"
 	want.LogJSON = true
 	want.Pprof = true
