@@ -82,12 +82,13 @@ func (a *app) group(use, short string, aliases ...string) *cobra.Command {
 	}
 	fs := cmd.PersistentFlags()
 	fs.StringSliceVar(&a.endpoints, flagEndpoints, []string{defaultEndpoint},
-		"gRPC addresses (host:port, comma-separated) tried in order until one connects [$GRACKLE_ENDPOINTS]")
+		"gRPC addresses (host:port, comma-separated) of any members: the client finds the leader through them [$GRACKLE_ENDPOINTS]")
 	durationVar(fs, &a.timeout, flagTimeout, defaultTimeout,
 		"deadline of each call, retries included (a Go duration; a bare number is seconds) [$GRACKLE_TIMEOUT]")
 	fs.StringVarP(&a.output, flagOutput, "o", "table",
 		"output: table, json (counts as numbers, timestamps as strings beside their RFC 3339 form), id, or template='{{.field}}' [$GRACKLE_OUTPUT]")
 	a.securityFlags(fs)
+	fs.BoolVarP(&a.quiet, "quiet", "q", false, "no status line while waiting, no client warnings on stderr")
 	return cmd
 }
 

@@ -175,8 +175,10 @@ func (a *app) rootCmd() *cobra.Command {
 		Long: `Grackle is a Raft-replicated distributed semaphore service.
 
 Run a node with "grackle server"; manage namespaces, semaphores and leases
-with the client commands, which talk gRPC to any node (--endpoints; a
-follower forwards calls to the leader).
+with the client commands. They use the Go client: given any members
+(--endpoints), it finds the leader, follows it across elections, retries
+what is safe to retry, and goes through the endpoints when a member's
+advertised address cannot be reached from here (followers forward).
 
 Durations are Go durations (30s, 1m, 250ms); a bare number is seconds.
 

@@ -286,7 +286,6 @@ call failed, 2 bad input.`,
 	cmd.Flags().StringVar(&lease, "lease", "", "lease ID the permits are held under (required)")
 	cmd.Flags().Int64Var(&weight, "weight", 1, "permits to acquire")
 	durationVar(cmd.Flags(), &wait, "wait", 0, "how long the server waits for the permits (0 = try once; at most the server's maximum, 300s by default)")
-	a.quietFlag(cmd)
 	metadataFlag(cmd.Flags(), &md, "holder")
 	return cmd
 }
