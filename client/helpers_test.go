@@ -95,7 +95,7 @@ func waitQueue(t *testing.T, c *servertest.Cluster, ns, sem string, n int) {
 	t.Helper()
 	servertest.Eventually(t, "waiters queued on the leader", 30*time.Second, func() bool {
 		li := c.Leader()
-		return li >= 0 && c.Nodes[li].API.QueueLen(ns, sem) == n
+		return li >= 0 && c.QueueLen(li, ns, sem) == n
 	})
 }
 

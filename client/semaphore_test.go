@@ -47,7 +47,7 @@ func TestAcquireDeadline(t *testing.T) {
 	if hs := holders(t, cli, "dl", "s"); len(hs) != 1 || hs[0].LeaseId != holder.LeaseID() {
 		t.Fatalf("holders after the timed-out acquire: %v", hs)
 	}
-	if n := c.Nodes[0].API.QueueLen("dl", "s"); n != 0 {
+	if n := c.QueueLen(0, "dl", "s"); n != 0 {
 		t.Fatalf("%d waiters left queued", n)
 	}
 

@@ -89,9 +89,8 @@ type AcquireRequest struct {
 // own Acquire command (0 when none applied).
 func (t *Term) Acquire(ctx context.Context, r AcquireRequest) (resp *pb.AcquireSemaphoreResponse, index uint64, err error) {
 	// The wait is measured from the call's arrival at the leader.
-	deadline := time.Now().Add(r.Timeout)
 	key := fsm.SemKey{Namespace: r.Namespace, Semaphore: r.Semaphore}
-	w := newWaiter(key, r.LeaseID, r.Weight, r.Metadata)
+	w := newWaiter(key, r.LeaseID, r.Weight, r.Metadata, r.Timeout)
 	behind, err := t.q.enqueue(w)
 	if err != nil {
 		return nil, 0, err
@@ -112,7 +111,7 @@ func (t *Term) Acquire(ctx context.Context, r AcquireRequest) (resp *pb.AcquireS
 	select {
 	case o = <-w.done:
 	default:
-		timer := time.NewTimer(time.Until(deadline))
+		timer := time.NewTimer(time.Until(w.deadline))
 		select {
 		case o = <-w.done:
 		case <-timer.C:

@@ -1,7 +1,6 @@
 package leader
 
 import (
-	"sort"
 	"sync"
 	"time"
 
@@ -71,12 +70,16 @@ type Outcome struct {
 
 type waiter struct {
 	// Set at creation, never changed.
-	key     fsm.SemKey
-	leaseID string
-	weight  int64
-	md      map[string]string
-	since   time.Time
-	done    chan Outcome // buffered 1; receives exactly one outcome
+	key      fsm.SemKey
+	leaseID  string
+	weight   int64
+	md       map[string]string
+	since    time.Time
+	deadline time.Time    // when it gives up waiting
+	done     chan Outcome // buffered 1; receives exactly one outcome
+
+	// Set by enqueue.
+	seq uint64
 
 	// Owned by queues, under queues.mu.
 	state     State
@@ -93,6 +96,9 @@ type WaiterInfo struct {
 	Metadata map[string]string
 	State    State
 	Since    time.Time // when the call reached the leader
+	Deadline time.Time // when it gives up (Since for a non-blocking try)
+	// Seq orders arrivals at this leader in this term (the queue order).
+	Seq uint64
 }
 
 // view is what the queues read of the state machine.
@@ -112,6 +118,7 @@ type queues struct {
 
 	mu    sync.Mutex
 	ended bool
+	seq   uint64
 	bySem map[fsm.SemKey][]*waiter
 }
 
@@ -119,8 +126,9 @@ func newQueues(maxWaiters int, v view, obs Observer) *queues {
 	return &queues{maxWaiters: maxWaiters, view: v, obs: obs, bySem: map[fsm.SemKey][]*waiter{}}
 }
 
-func newWaiter(key fsm.SemKey, leaseID string, weight int64, md map[string]string) *waiter {
-	return &waiter{key: key, leaseID: leaseID, weight: weight, md: md, since: time.Now(), done: make(chan Outcome, 1)}
+func newWaiter(key fsm.SemKey, leaseID string, weight int64, md map[string]string, timeout time.Duration) *waiter {
+	now := time.Now()
+	return &waiter{key: key, leaseID: leaseID, weight: weight, md: md, since: now, deadline: now.Add(timeout), done: make(chan Outcome, 1)}
 }
 
 // finishLocked ends a waiter once, removes it from its queue and reports it.
@@ -181,6 +189,8 @@ func (q *queues) enqueue(w *waiter) (behind bool, err error) {
 	for _, o := range ws {
 		behind = behind || o.state != Proposed
 	}
+	q.seq++
+	w.seq = q.seq
 	w.state = Proposed
 	if behind {
 		w.state = Queued
@@ -420,7 +430,7 @@ func (q *queues) snapshot(key fsm.SemKey) []WaiterInfo {
 	ws := q.bySem[key]
 	out := make([]WaiterInfo, len(ws))
 	for i, w := range ws {
-		out[i] = WaiterInfo{LeaseID: w.leaseID, Weight: w.weight, Metadata: w.md, State: w.state, Since: w.since}
+		out[i] = WaiterInfo{LeaseID: w.leaseID, Weight: w.weight, Metadata: w.md, State: w.state, Since: w.since, Deadline: w.deadline, Seq: w.seq}
 	}
 	return out
 }
@@ -438,19 +448,4 @@ func (q *queues) counts() map[fsm.SemKey]int {
 		}
 	}
 	return out
-}
-
-// sortedKeys is for deterministic iteration in tests and snapshots.
-func sortedKeys(m map[fsm.SemKey]int) []fsm.SemKey {
-	ks := make([]fsm.SemKey, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Slice(ks, func(i, j int) bool {
-		if ks[i].Namespace != ks[j].Namespace {
-			return ks[i].Namespace < ks[j].Namespace
-		}
-		return ks[i].Semaphore < ks[j].Semaphore
-	})
-	return ks
 }

@@ -96,18 +96,6 @@ func (s *Service) Stop() {
 // measured clock skew with the leader.
 func (s *Service) Leader() *leader.Leader { return s.lead }
 
-// QueueLen is the number of calls waiting on a semaphore on this node (0
-// unless it leads): those the leader decided must wait, not acquires whose
-// own command is still in flight. Tests use it to wait for a known queue
-// order.
-func (s *Service) QueueLen(ns, sem string) int {
-	t := s.lead.Term()
-	if t == nil {
-		return 0
-	}
-	return t.WaiterCounts()[fsm.SemKey{Namespace: ns, Semaphore: sem}]
-}
-
 // leaderInfo returns the leader's id and gRPC address, when known.
 func (s *Service) leaderInfo() (string, string) {
 	_, id := s.raft.LeaderWithID()

@@ -34,7 +34,7 @@ func waitQueue(t *testing.T, c *servertest.Cluster, ns, sem string, n int) {
 	t.Helper()
 	servertest.Eventually(t, fmt.Sprintf("%d waiters on %s", n, sem), 20*time.Second, func() bool {
 		li := c.Leader()
-		return li >= 0 && c.Nodes[li].API.QueueLen(ns, sem) == n
+		return li >= 0 && c.QueueLen(li, ns, sem) == n
 	})
 }
 
@@ -174,7 +174,7 @@ func TestBlockedAcquireTimesOut(t *testing.T) {
 	if u.Outcome != pb.AcquireOutcome_ACQUIRE_OUTCOME_UNAVAILABLE || u.Holder != nil {
 		t.Fatalf("want UNAVAILABLE, got %v", u)
 	}
-	if n := c.Nodes[0].API.QueueLen("to", "s"); n != 0 {
+	if n := c.QueueLen(0, "to", "s"); n != 0 {
 		t.Fatalf("%d waiters left queued", n)
 	}
 }
@@ -206,7 +206,7 @@ func TestFIFOHandOff(t *testing.T) {
 				t.Fatalf("first grant went to %s, want %s", r.Holder.LeaseId, ids[1])
 			}
 			// Nothing behind it was granted while it holds all 3 permits.
-			if q := c.Nodes[c.Leader()].API.QueueLen("fifo", "s"); q != n-1 {
+			if q := c.QueueLen(c.Leader(), "fifo", "s"); q != n-1 {
 				t.Fatalf("queue %d, want %d", q, n-1)
 			}
 			prevToken := r.Holder.FencingToken

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/grackle-coord/grackle/fsm"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/server"
 )
@@ -242,4 +243,19 @@ func (c *Cluster) Close() {
 	for i := range c.Nodes {
 		c.StopNode(i)
 	}
+}
+
+// QueueLen is the number of calls waiting on a semaphore on node i (0
+// unless it leads): those the leader decided must wait, not acquires whose
+// own command is still in flight. Tests use it to wait for a known queue
+// order.
+func (c *Cluster) QueueLen(i int, ns, sem string) int {
+	if c.Nodes[i] == nil {
+		return 0
+	}
+	t := c.Nodes[i].API.Leader().Term()
+	if t == nil {
+		return 0
+	}
+	return t.WaiterCounts()[fsm.SemKey{Namespace: ns, Semaphore: sem}]
 }
