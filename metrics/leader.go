@@ -1,9 +1,9 @@
 package metrics
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/grackle-coord/grackle/leader"
 )
 
 // leaderMetrics are measured by the leader's work (waiter queues, lease
@@ -32,14 +32,34 @@ func newLeaderMetrics(reg *prometheus.Registry) leaderMetrics {
 	return l
 }
 
-// Waiters sets the number of queued waiters.
-func (m *Metrics) Waiters(n int) { m.leader.queued.Set(float64(n)) }
+// LeaderObserver is the leader package's observer that feeds the
+// leader_* series. Its methods only touch atomic Prometheus instruments:
+// fast and non-blocking, as the leader's hot paths require.
+func (m *Metrics) LeaderObserver() leader.Observer { return leaderObserver{m} }
 
-// QueueWait records one grant's time in the queue.
-func (m *Metrics) QueueWait(d time.Duration) { m.leader.queueWait.Observe(seconds(d)) }
+type leaderObserver struct{ m *Metrics }
 
-// HandOff records the time from a release's commit to the next grant.
-func (m *Metrics) HandOff(d time.Duration) { m.leader.handOff.Observe(seconds(d)) }
+// WaiterEvent: a waiter the leader decided must wait raises the gauge
+// until it is granted (wait time and hand-off observed) or ends without
+// a grant (timed out, gone, leadership lost: the term's waiters all end).
+func (o leaderObserver) WaiterEvent(ev leader.WaiterEvent) {
+	l := &o.m.leader
+	switch ev.Kind {
+	case leader.WaiterQueued:
+		l.queued.Inc()
+	case leader.WaiterGranted:
+		l.queued.Dec()
+		l.queueWait.Observe(seconds(ev.Waited))
+		l.handOff.Observe(seconds(ev.HandOff))
+	case leader.WaiterEnded:
+		l.queued.Dec()
+	}
+}
 
-// ExpiryLateness records how late one lease was reaped.
-func (m *Metrics) ExpiryLateness(d time.Duration) { m.leader.expiryLate.Observe(seconds(d)) }
+// ExpiryEvent: lateness of each expiry command proposed (failed ones are
+// retried and observed then).
+func (o leaderObserver) ExpiryEvent(ev leader.ExpiryEvent) {
+	if ev.Err == nil {
+		o.m.leader.expiryLate.Observe(seconds(ev.Lateness))
+	}
+}

@@ -146,11 +146,9 @@ func TestSeriesMoveUnderWorkload(t *testing.T) {
 	wg.Add(1)
 	var queued pb.AcquireOutcome
 	go func() { defer wg.Done(); queued = acq(b, 1, 20) }()
-	// (If the release were to apply before b's call reaches the queue, b
-	// is granted directly: a grant all the same.)
-	servertest.Eventually(t, "b's call started", 10*time.Second, func() bool {
-		v, _ := get(t, addr(li)).value("grackle_grpc_server_started_total", "grpc_method", "AcquireSemaphore")
-		return v == 4
+	servertest.Eventually(t, "b queued on the leader", 10*time.Second, func() bool {
+		v, _ := get(t, addr(li)).value("grackle_leader_queued_waiters")
+		return v == 1
 	})
 	must(cl.ReleaseSemaphore(ctx, &pb.ReleaseSemaphoreRequest{NamespaceName: "m", SemaphoreName: "s", LeaseId: a}))
 	wg.Wait()
@@ -188,6 +186,20 @@ func TestSeriesMoveUnderWorkload(t *testing.T) {
 	}
 
 	s := get(t, addr(li))
+	// The leader's own measures: b waited (the 1 s wait that timed out and
+	// the one granted by a's release), one hand-off, the expiry's lateness.
+	if v := s.v(t, "grackle_leader_queued_waiters"); v != 0 {
+		t.Errorf("queued waiters after the grant: %v", v)
+	}
+	if v := s.v(t, "grackle_leader_queue_wait_seconds"); v != 1 {
+		t.Errorf("queue wait observations: %v, want 1 (the granted waiter)", v)
+	}
+	if v := s.v(t, "grackle_leader_handoff_seconds"); v != 1 {
+		t.Errorf("hand-off observations: %v", v)
+	}
+	if v := s.v(t, "grackle_leader_expiry_lateness_seconds"); v < 1 {
+		t.Errorf("expiry lateness observations: %v", v)
+	}
 	if v := s.v(t, "grackle_acquire_outcomes_total", "outcome", "acquired"); v != 2 {
 		t.Errorf("acquired outcomes: %v", v)
 	}

@@ -168,6 +168,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		LeaseGrace:  cfg.ElectionTimeout * 2,
 		Clock:       cfg.Clock,
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(sec.peerDialCreds())},
+		Observer:    met.LeaderObserver(),
 	}, node.Raft, f, log.Named("rpc"))
 	if sec.api != nil && sec.peer == nil && (len(peers) > 1 || cfg.Join != "") {
 		log.Warn("client TLS without peer TLS: followers verify the leader's API certificate against the system roots and present none; set --peer-tls-* so they authenticate as peers")
