@@ -59,6 +59,6 @@ uses it as its HEALTHCHECK.`,
 	cmd.Flags().StringVar(&addr, "http-addr", "127.0.0.1:7422", "the node's HTTP address")
 	cmd.Flags().BoolVar(&live, "live", false, "check liveness (/healthz) instead of readiness")
 	cmd.Flags().BoolVar(&useTLS, "tls", false, "the HTTP port serves TLS (the certificate is not verified: a local probe)")
-	cmd.Flags().DurationVar(&deadline, "timeout", 2*time.Second, "deadline of the probe")
+	durationVar(cmd.Flags(), &deadline, "timeout", 2*time.Second, "deadline of the probe (a Go duration; a bare number is seconds)")
 	return cmd
 }
