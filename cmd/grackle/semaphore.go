@@ -22,6 +22,8 @@ func (a *app) semaphoreCmd() *cobra.Command {
 		a.semaphoreAcquireCmd(),
 		a.semaphoreReleaseCmd(),
 		a.semaphoreHoldersCmd(),
+		a.semaphoreWaitersCmd(),
+		a.semaphoreWatchCmd(),
 	)
 	return cmd
 }

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/grackle-coord/grackle/client"
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+)
+
+func (a *app) semaphoreWaitersCmd() *cobra.Command {
+	var lf listFlags
+	cmd := &cobra.Command{
+		Use:   "waiters NAMESPACE SEMAPHORE",
+		Short: "List the calls waiting for a semaphore, head of the queue first",
+		Long: `List the calls waiting for a semaphore, in queue order (position 1 is the
+head): lease, process, the weight asked for and the part of it still waited
+for (a re-acquire that raises a hold waits only for the difference), since
+when, and until when. The queue lives in the leader's memory: after a
+leader change it is rebuilt as the waiting clients retry (docs/watch.md).`,
+		Example: "  grackle semaphore waiters third_parties partner_1",
+		Args:    positional("NAMESPACE", "SEMAPHORE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := lf.check(); err != nil {
+				return err
+			}
+			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.ListSemaphoreWaitersResponse, error) {
+				return c.api.ListSemaphoreWaiters(ctx, &pb.ListSemaphoreWaitersRequest{
+					NamespaceName: args[0], SemaphoreName: args[1], Limit: lf.limit, PaginationToken: lf.token,
+				})
+			})
+			if err != nil {
+				return err
+			}
+			return a.show(waitersView(resp))
+		},
+	}
+	lf.register(cmd.Flags())
+	return cmd
+}
+
+func waitersView(r *pb.ListSemaphoreWaitersResponse) view {
+	v := view{msg: r, next: r.GetNextPaginationToken()}
+	for _, w := range r.GetWaiters() {
+		v.ids = append(v.ids, w.GetLeaseId())
+	}
+	v.table = func(t *tableOut) {
+		var rows [][]string
+		for _, w := range r.GetWaiters() {
+			rows = append(rows, []string{itoa(w.GetPosition()), w.GetLeaseId(), w.GetProcessId(), itoa(w.GetWeight()),
+				itoa(w.GetWaitingWeight()), fmtTime(w.GetWaitingSince(), t.now), fmtTime(w.GetDeadline(), t.now)})
+		}
+		t.table([]string{"POSITION", "LEASE ID", "PROCESS ID", "WEIGHT", "WAITING FOR", "SINCE", "DEADLINE"}, rows)
+	}
+	return v
+}
+
+func (a *app) semaphoreWatchCmd() *cobra.Command {
+	var count int
+	cmd := &cobra.Command{
+		Use:   "watch NAMESPACE SEMAPHORE",
+		Short: "Print a semaphore's holders and queue, then every change, as they happen",
+		Long: `Print a semaphore's state (permits, holders, waiters), then a line after every
+change, until interrupted (or --count states were printed). Changes that
+come faster than they are printed are folded into one line ("+N changes").
+Each line names the Raft index it reflects. Across a leader change the watch
+resumes on the new leader and prints its whole state again ("resumed").
+
+-o json prints one JSON object per state (the WatchSemaphoreResponse), one
+per line. The command ends with exit status 0 when interrupted or after
+--count states; 1 when the semaphore is deleted or the watch fails.`,
+		Example: `  grackle semaphore watch third_parties partner_1
+  grackle semaphore watch third_parties partner_1 -o json --count 1   # the state once, as JSON`,
+		Args: positional("NAMESPACE", "SEMAPHORE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if count < 0 {
+				return usagef("count: must be 0 (no end) or more, got %d", count)
+			}
+			ctx, cancel := context.WithCancel(cmdContext(cmd))
+			defer cancel()
+			dctx, dcancel := context.WithTimeout(ctx, a.timeout)
+			cli, err := a.client(dctx)
+			dcancel()
+			if err != nil {
+				return callError(cmdContext(cmd), err)
+			}
+			n := 0
+			for u := range cli.Watch(ctx, args[0], args[1]) {
+				if u.Err != nil {
+					if cmdContext(cmd).Err() != nil {
+						return nil // interrupted: the normal end of a watch
+					}
+					return callError(ctx, u.Err)
+				}
+				if err := a.printWatch(u); err != nil {
+					return err
+				}
+				if n++; count > 0 && n >= count {
+					return nil
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&count, "count", 0, "stop after this many states (0 = until interrupted)")
+	return cmd
+}
+
+func (a *app) printWatch(u client.WatchUpdate) error {
+	m := u.State
+	if a.output == "json" {
+		b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(a.stdout, string(b))
+		return err
+	}
+	fmt.Fprintln(a.stdout, watchLine(u, a.now()))
+	return nil
+}
+
+// watchLine is one state on one line: when, the Raft index, permits, the
+// holders and the queue.
+func watchLine(u client.WatchUpdate, now time.Time) string {
+	m := u.State
+	s := m.GetSemaphore()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s index %d", now.UTC().Format("15:04:05.000"), m.GetRaftIndex())
+	switch {
+	case u.Resumed:
+		b.WriteString(" (resumed)")
+	case m.GetInitial():
+		b.WriteString(" (initial)")
+	case m.GetChanges() > 1:
+		fmt.Fprintf(&b, " (+%d changes)", m.GetChanges())
+	}
+	fmt.Fprintf(&b, ": %d/%d permits held by %d", s.GetActiveHolds(), s.GetPermits(), s.GetActiveHoldersCount())
+	var hs []string
+	for _, h := range m.GetHolders() {
+		hs = append(hs, fmt.Sprintf("%s×%d", h.GetProcessId(), h.GetWeight()))
+	}
+	if len(hs) > 0 {
+		fmt.Fprintf(&b, " [%s]", strings.Join(hs, " "))
+	}
+	fmt.Fprintf(&b, "; %d waiting", m.GetWaitersCount())
+	var ws []string
+	for _, w := range m.GetWaiters() {
+		x := fmt.Sprintf("%d:%s×%d", w.GetPosition(), w.GetProcessId(), w.GetWeight())
+		if w.GetWaitingWeight() != w.GetWeight() {
+			x += fmt.Sprintf("(+%d)", w.GetWaitingWeight())
+		}
+		ws = append(ws, x)
+	}
+	if len(ws) > 0 {
+		fmt.Fprintf(&b, " [%s]", strings.Join(ws, " "))
+	}
+	return b.String()
+}
