@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/grackle-coord/grackle/admin"
+	"github.com/grackle-coord/grackle/client"
 	"github.com/grackle-coord/grackle/fsm"
 	"github.com/grackle-coord/grackle/metrics"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
@@ -28,6 +30,7 @@ import (
 	"github.com/grackle-coord/grackle/rpc"
 	"github.com/grackle-coord/grackle/tlsutil"
 	"github.com/grackle-coord/grackle/watch"
+	"github.com/grackle-coord/grackle/webui"
 )
 
 // Server is one running node.
@@ -42,6 +45,8 @@ type Server struct {
 	Watch *watch.Service
 	feed  *watch.Feed
 	lead  *watch.Leadership
+	// uiClient is the web view's client of this node, once made.
+	uiClient atomic.Pointer[client.Client]
 	// Metrics is the node's Prometheus registry and instruments.
 	Metrics *metrics.Metrics
 	grpc    *grpc.Server
@@ -301,6 +306,8 @@ func (s *Server) startHTTP() error {
 		fmt.Fprintln(w, "ok")
 	})
 	s.opsRoutes(mux)
+	mux.Handle("/ui/", webui.Handler(s.uiBackend))
+	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusFound))
 	s.httpLn = lis
 	var h http.Handler = mux
 	s.http = &http.Server{Handler: h, ReadHeaderTimeout: s.cfg.HandshakeTimeout, ReadTimeout: s.cfg.HandshakeTimeout,
@@ -369,6 +376,9 @@ func (s *Server) Close() error {
 	s.API.Stop()
 	s.admin.Close()
 	s.lead.Close() // ends the watch streams' term
+	if c := s.uiClient.Load(); c != nil {
+		c.Close()
+	}
 	stopped := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(stopped) }()
 	select {

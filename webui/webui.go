@@ -1,0 +1,335 @@
+// Package webui serves Grackle's read-only web view at /ui/ on a node's
+// HTTP port: namespaces, semaphores with permits used and free, a
+// semaphore's holders and queue updated live (server-sent events fed by
+// WatchSemaphore), leases by process id, and the cluster's members and
+// leader. The page is plain HTML, CSS and JavaScript embedded in the
+// binary (no CDN, no build step). Everything it shows comes through the
+// public API (Backend), with the caller's access token when one is given.
+package webui
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/grackle-coord/grackle/client"
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Backend is what the view reads: a few calls of the public API, as any
+// client makes them (client.Client satisfies it).
+type Backend interface {
+	ListNamespaces(ctx context.Context, in *pb.ListNamespacesRequest, opts ...grpc.CallOption) (*pb.ListNamespacesResponse, error)
+	ListSemaphores(ctx context.Context, in *pb.ListSemaphoresRequest, opts ...grpc.CallOption) (*pb.ListSemaphoresResponse, error)
+	ListSemaphoreLeases(ctx context.Context, in *pb.ListSemaphoreLeasesRequest, opts ...grpc.CallOption) (*pb.ListSemaphoreLeasesResponse, error)
+	GetClusterStatus(ctx context.Context, in *pb.GetClusterStatusRequest, opts ...grpc.CallOption) (*pb.GetClusterStatusResponse, error)
+	Watch(ctx context.Context, ns, sem string) <-chan client.WatchUpdate
+}
+
+var _ Backend = (*client.Client)(nil)
+
+// Connect returns the backend, connecting on first use.
+type Connect func(ctx context.Context) (Backend, error)
+
+// maxListed bounds the items one list shows (pages of the API are read
+// until then).
+const maxListed = 2000
+
+// keepAlive is the interval of SSE comments that keep idle proxies open.
+const keepAlive = 15 * time.Second
+
+type handler struct {
+	connect Connect
+	mu      sync.Mutex
+	be      Backend
+	files   http.Handler
+}
+
+// Handler serves the view under prefix /ui/.
+func Handler(connect Connect) http.Handler {
+	sub, err := fs.Sub(assets, "assets")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	h := &handler{connect: connect, files: http.StripPrefix("/ui/", http.FileServer(http.FS(sub)))}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ui/api/cluster", h.cluster)
+	mux.HandleFunc("GET /ui/api/namespaces", h.namespaces)
+	mux.HandleFunc("GET /ui/api/namespaces/{ns}/semaphores", h.semaphores)
+	mux.HandleFunc("GET /ui/api/namespaces/{ns}/leases", h.leases)
+	mux.HandleFunc("GET /ui/api/namespaces/{ns}/semaphores/{sem}/watch", h.watch)
+	mux.HandleFunc("GET /ui/", h.static)
+	return mux
+}
+
+func (h *handler) static(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; img-src 'self' data:")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-cache")
+	h.files.ServeHTTP(w, r)
+}
+
+func (h *handler) backend(ctx context.Context) (Backend, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.be != nil {
+		return h.be, nil
+	}
+	be, err := h.connect(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "cannot reach the API: %v", err)
+	}
+	h.be = be
+	return be, nil
+}
+
+// callCtx carries the browser's token (Authorization: Bearer ...) to the
+// API as gRPC metadata; the view never keeps it.
+func callCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	return withToken(ctx, r), cancel
+}
+
+func withToken(ctx context.Context, r *http.Request) context.Context {
+	if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer ") {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", a)
+	}
+	return ctx
+}
+
+// httpStatus maps a gRPC code onto the answer's HTTP status.
+func httpStatus(c codes.Code) int {
+	switch c {
+	case codes.Unauthenticated:
+		return http.StatusUnauthorized
+	case codes.PermissionDenied:
+		return http.StatusForbidden
+	case codes.NotFound:
+		return http.StatusNotFound
+	case codes.InvalidArgument:
+		return http.StatusBadRequest
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusBadGateway
+}
+
+type apiError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func errorOf(err error) apiError {
+	st := status.Convert(err)
+	return apiError{Code: st.Code().String(), Message: st.Message()}
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(httpStatus(status.Code(err)))
+	_ = json.NewEncoder(w).Encode(errorOf(err))
+}
+
+var marshal = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
+
+func writeProto(w http.ResponseWriter, m proto.Message) {
+	b, err := marshal.Marshal(m)
+	if err != nil {
+		writeErr(w, status.Error(codes.Internal, err.Error()))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(b)
+}
+
+func (h *handler) cluster(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := callCtx(r)
+	defer cancel()
+	be, err := h.backend(ctx)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	st, err := be.GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeProto(w, st)
+}
+
+func (h *handler) namespaces(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := callCtx(r)
+	defer cancel()
+	be, err := h.backend(ctx)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := &pb.ListNamespacesResponse{}
+	for tok := ""; len(out.Namespaces) < maxListed; {
+		p, err := be.ListNamespaces(ctx, &pb.ListNamespacesRequest{Limit: 250, PaginationToken: tok})
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		out.Namespaces = append(out.Namespaces, p.Namespaces...)
+		if tok = p.NextPaginationToken; tok == "" || len(p.Namespaces) == 0 {
+			break
+		}
+		out.NextPaginationToken = tok
+	}
+	writeProto(w, out)
+}
+
+func (h *handler) semaphores(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := callCtx(r)
+	defer cancel()
+	be, err := h.backend(ctx)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := &pb.ListSemaphoresResponse{}
+	for tok := ""; len(out.Semaphores) < maxListed; {
+		p, err := be.ListSemaphores(ctx, &pb.ListSemaphoresRequest{NamespaceName: r.PathValue("ns"), Limit: 250, PaginationToken: tok})
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		out.Semaphores = append(out.Semaphores, p.Semaphores...)
+		if tok = p.NextPaginationToken; tok == "" || len(p.Semaphores) == 0 {
+			break
+		}
+		out.NextPaginationToken = tok
+	}
+	writeProto(w, out)
+}
+
+func (h *handler) leases(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := callCtx(r)
+	defer cancel()
+	be, err := h.backend(ctx)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := &pb.ListSemaphoreLeasesResponse{}
+	for tok := ""; len(out.Leases) < maxListed; {
+		p, err := be.ListSemaphoreLeases(ctx, &pb.ListSemaphoreLeasesRequest{NamespaceName: r.PathValue("ns"),
+			ProcessId: r.URL.Query().Get("process_id"), Limit: 250, PaginationToken: tok})
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		out.Leases = append(out.Leases, p.Leases...)
+		if tok = p.NextPaginationToken; tok == "" || len(p.Leases) == 0 {
+			break
+		}
+		out.NextPaginationToken = tok
+	}
+	writeProto(w, out)
+}
+
+// watch relays WatchSemaphore as server-sent events: "state" events carry
+// a WatchSemaphoreResponse (protojson), a final "end" event the error.
+// The client's watch resumes across leader changes, so the page only sees
+// the end when the semaphore is gone or the call is refused.
+func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithCancel(withToken(r.Context(), r))
+	defer cancel()
+	be, err := h.backend(ctx)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	rc := http.NewResponseController(w)
+	updates := be.Watch(ctx, r.PathValue("ns"), r.PathValue("sem"))
+	// The first update decides the HTTP status (a refused watch is a
+	// plain error answer the page can act on, e.g. ask for a token).
+	var first client.WatchUpdate
+	select {
+	case u, ok := <-updates:
+		if !ok {
+			return
+		}
+		first = u
+	case <-ctx.Done():
+		return
+	}
+	if first.Err != nil {
+		writeErr(w, first.Err)
+		return
+	}
+	// A stream outlives the server's write timeout.
+	_ = rc.SetWriteDeadline(time.Time{})
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	send := func(event string, data []byte) error {
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	state := func(u client.WatchUpdate) error {
+		b, err := marshal.Marshal(u.State)
+		if err != nil {
+			return err
+		}
+		return send("state", b)
+	}
+	if err := state(first); err != nil {
+		return
+	}
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case u, ok := <-updates:
+			if !ok {
+				return
+			}
+			if u.Err != nil {
+				if ctx.Err() == nil {
+					b, _ := json.Marshal(errorOf(u.Err))
+					_ = send("end", b)
+				}
+				return
+			}
+			if err := state(u); err != nil {
+				return
+			}
+		case <-tick.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+var errNoBackend = errors.New("webui: no backend")
+
+// Unavailable is a Connect that always fails (a node without an API).
+func Unavailable(context.Context) (Backend, error) { return nil, errNoBackend }
