@@ -104,7 +104,13 @@ func (s *Service) relaySnapshot(ctx context.Context, stream grpc.ServerStreaming
 	if err != nil {
 		return apierr.New(codes.Unavailable, apierr.NotSent, s.cfg.NodeID, apierr.Leader{ID: string(id), Address: addr}, "snapshot: "+err.Error())
 	}
-	in, err := pb.NewClusterServiceClient(c).SaveSnapshot(metadata.AppendToOutgoingContext(ctx, forwardedKey, "1"), &pb.SaveSnapshotRequest{})
+	out := metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		for _, v := range md.Get("authorization") { // the caller's token: the leader decides too
+			out = metadata.AppendToOutgoingContext(out, "authorization", v)
+		}
+	}
+	in, err := pb.NewClusterServiceClient(c).SaveSnapshot(out, &pb.SaveSnapshotRequest{})
 	if err != nil {
 		return err
 	}

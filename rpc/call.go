@@ -51,6 +51,11 @@ func serve[Resp any](s *Service, ctx context.Context, fwd remote[Resp], local fu
 		if err := t.Ready(ctx); err != nil {
 			return zero, s.toStatus(ctx, err)
 		}
+		if s.cfg.Authorize != nil {
+			if err := s.cfg.Authorize(ctx); err != nil {
+				return zero, err
+			}
+		}
 		out, err := local(t)
 		if err != nil {
 			return zero, s.toStatus(ctx, err)

@@ -29,6 +29,9 @@ type forwarding interface {
 
 const forwardedKey = "grackle-forwarded"
 
+// authorizationKey carries the caller's access token (package acl).
+const authorizationKey = "authorization"
+
 // forwarder keeps one connection per leader address. The leader's
 // response headers (the Raft index) and trailers (the leader's address)
 // are relayed to the original caller, and so are its errors with their
@@ -70,6 +73,13 @@ func (f *forwarder) forward(ctx context.Context, call func(context.Context, grpc
 		return &leader.Error{Code: codes.Unavailable, Reason: apierr.NotLeader, Msg: "not the leader"}
 	}
 	out := metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
+	// The caller's token goes with the call: the leader decides (never an
+	// identity of this node's own).
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		for _, v := range md.Get(authorizationKey) {
+			out = metadata.AppendToOutgoingContext(out, authorizationKey, v)
+		}
+	}
 	var err error
 	for attempt := 1; attempt <= forwardAttempts; attempt++ {
 		var cc *grpc.ClientConn

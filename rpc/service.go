@@ -6,6 +6,7 @@
 package rpc
 
 import (
+	"context"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -45,12 +46,17 @@ type Config struct {
 	// DialOptions are used to dial the leader when forwarding (its
 	// transport credentials: peer TLS); default plaintext.
 	DialOptions []grpc.DialOption
+	// Authorize, when set (access control on), decides each call this
+	// node serves as the leader, once the leader has applied every
+	// committed entry (so a committed revoke is always seen).
+	Authorize func(context.Context) error
 }
 
 // Service implements pb.GrackleServiceServer and pb.ClusterServiceServer.
 type Service struct {
 	pb.UnimplementedGrackleServiceServer
 	pb.UnimplementedClusterServiceServer
+	pb.UnimplementedACLServiceServer
 
 	cfg  Config
 	raft *raft.Raft

@@ -61,6 +61,12 @@ type Config struct {
 	PeerTLSKeyFile  string
 	PeerTLSCAFile   string
 
+	// ACL turns access control on: every call needs a token (docs/SECURITY.md).
+	ACL bool
+	// JoinToken is the token (admin on "*") a node started with Join
+	// presents to be added, when the cluster has access control on.
+	JoinToken string
+
 	// Connection bounds, each per port (gRPC, HTTP, Raft).
 	MaxConnections   int           // most open connections (default 4096)
 	HandshakeTimeout time.Duration // TLS + HTTP/2 handshake, first request line (default 10 s)

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/acl"
 	"github.com/grackle-coord/grackle/tlsutil"
 )
 
@@ -159,4 +160,17 @@ func requireClientCert(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// aclChecker is the access control of a node: off unless --acl.
+type aclChecker struct {
+	on bool
+	c  *acl.Checker
+}
+
+func (a aclChecker) authorize() func(context.Context) error {
+	if !a.on {
+		return nil
+	}
+	return a.c.Authorize
 }

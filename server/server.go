@@ -21,6 +21,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/grackle-coord/grackle/acl"
 	"github.com/grackle-coord/grackle/admin"
 	"github.com/grackle-coord/grackle/client"
 	"github.com/grackle-coord/grackle/fsm"
@@ -167,6 +168,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		lis.Close()
 		return nil, err
 	}
+	checker := aclChecker{on: cfg.ACL, c: &acl.Checker{Tokens: f}}
 	api := rpc.New(rpc.Config{
 		NodeID: cfg.NodeID, GRPCAddress: grpcAdv, RaftAddress: string(node.Addr), InitialGRPC: initialGRPC,
 		Limits: cfg.Limits, MaxTimeoutSeconds: cfg.MaxTimeoutSeconds,
@@ -174,6 +176,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		Clock:       cfg.Clock,
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(sec.peerDialCreds())},
 		Observer:    met.LeaderObserver(),
+		Authorize:   checker.authorize(),
 	}, node.Raft, f, log.Named("rpc"))
 	if sec.api != nil && sec.peer == nil && (len(peers) > 1 || cfg.Join != "") {
 		log.Warn("client TLS without peer TLS: followers verify the leader's API certificate against the system roots and present none; set --peer-tls-* so they authenticate as peers")
@@ -192,9 +195,13 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	ws := watch.New(watch.Config{NodeID: cfg.NodeID, StallTimeout: cfg.WatchStallTimeout, MaxWatchers: cfg.MaxWatchers,
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(sec.peerDialCreds())}}, f, feed, lead, log.Named("watch"))
 	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, Watch: ws, feed: feed, lead: lead, Metrics: met, done: make(chan struct{}), sec: sec}
-	opts := append(cfg.grpcServerOptions(),
-		grpc.ChainUnaryInterceptor(met.UnaryInterceptor(), s.diskFullUnary),
-		grpc.ChainStreamInterceptor(met.StreamInterceptor(), s.diskFullStream))
+	unary := []grpc.UnaryServerInterceptor{met.UnaryInterceptor(), s.diskFullUnary}
+	stream := []grpc.StreamServerInterceptor{met.StreamInterceptor(), s.diskFullStream}
+	if cfg.ACL {
+		unary = append(unary, checker.c.UnaryInterceptor(func() bool { return node.Raft.State() == raft.Leader }))
+		stream = append(stream, checker.c.StreamInterceptor())
+	}
+	opts := append(cfg.grpcServerOptions(), grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...))
 	var split *tlsutil.Split
 	serveLis := lis
 	if sec.api != nil {
@@ -207,6 +214,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	adm := admin.New(admin.Config{NodeID: cfg.NodeID, InitialGRPC: initialGRPC,
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(sec.peerDialCreds())}}, api, node.Raft, f, node.Snapshots, log.Named("admin"))
 	pb.RegisterClusterServiceServer(gs, adm)
+	pb.RegisterACLServiceServer(gs, api)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
@@ -232,7 +240,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	}
 	log.Info("grackle node started", "node_id", cfg.NodeID, "grpc", lis.Addr().String(), "raft", string(node.Addr),
 		"http", cfg.HTTPAddr, "data_dir", cfg.DataDir, "client_tls", sec.api != nil,
-		"client_mtls", sec.api != nil && sec.api.ClientCA != nil, "peer_tls", sec.peer != nil)
+		"client_mtls", sec.api != nil && sec.api.ClientCA != nil, "peer_tls", sec.peer != nil, "acl", cfg.ACL)
 	if cfg.Join != "" {
 		go s.join(grpcAdv)
 	}
@@ -335,7 +343,11 @@ func (s *Server) join(grpcAdv string) {
 		default:
 		}
 		err := func() error {
-			conn, err := grpc.NewClient(s.cfg.Join, grpc.WithTransportCredentials(s.sec.peerDialCreds()))
+			opts := []grpc.DialOption{grpc.WithTransportCredentials(s.sec.peerDialCreds())}
+			if s.cfg.JoinToken != "" {
+				opts = append(opts, grpc.WithPerRPCCredentials(tlsutil.Token(s.cfg.JoinToken)))
+			}
+			conn, err := grpc.NewClient(s.cfg.Join, opts...)
 			if err != nil {
 				return err
 			}

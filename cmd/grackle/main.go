@@ -212,6 +212,7 @@ func (a *app) commands() []*cobra.Command {
 		a.runCmd(),
 		a.snapshotCmd(),
 		a.healthCmd(),
+		a.aclCmd(),
 		a.versionCmd(),
 	}
 }

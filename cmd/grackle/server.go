@@ -91,6 +91,8 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.StringVar(&cfg.PeerTLSCertFile, "peer-tls-cert-file", cfg.PeerTLSCertFile, "peer TLS (Raft, forwarding): this node's peer certificate (PEM)")
 	fs.StringVar(&cfg.PeerTLSKeyFile, "peer-tls-key-file", cfg.PeerTLSKeyFile, "the peer certificate's private key (PEM)")
 	fs.StringVar(&cfg.PeerTLSCAFile, "peer-tls-ca-file", cfg.PeerTLSCAFile, "the CA that signs every peer's certificate; both sides verify")
+	fs.BoolVar(&cfg.ACL, "acl", cfg.ACL, "access control: every call needs a token (grackle acl bootstrap makes the first)")
+	fs.StringVar(&cfg.JoinToken, "join-token", cfg.JoinToken, "token (admin) presented by --join to a cluster with access control on")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "most open connections per port (gRPC, HTTP, Raft)")
 	durationVar(fs, &cfg.HandshakeTimeout, "handshake-timeout", cfg.HandshakeTimeout, "bound of a connection's TLS and HTTP/2 handshake (and of reading an HTTP request)")
 	durationVar(fs, &cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "a client connection with no call in flight for this long is closed")

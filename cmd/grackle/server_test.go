@@ -65,6 +65,8 @@ var allServerArgs = []string{
 	"--peer-tls-cert-file", "/etc/grackle/peer.crt",
 	"--peer-tls-key-file", "/etc/grackle/peer.key",
 	"--peer-tls-ca-file", "/etc/grackle/peer-ca.crt",
+	"--acl",
+	"--join-token", "grk_join",
 	"--max-connections", "77",
 	"--handshake-timeout", "3s",
 	"--idle-timeout", "4m",
@@ -107,6 +109,8 @@ func allServerConfig() server.Config {
 	want.PeerTLSCertFile = "/etc/grackle/peer.crt"
 	want.PeerTLSKeyFile = "/etc/grackle/peer.key"
 	want.PeerTLSCAFile = "/etc/grackle/peer-ca.crt"
+	want.ACL = true
+	want.JoinToken = "grk_join"
 	want.MaxConnections = 77
 	want.HandshakeTimeout = 3 * time.Second
 	want.IdleTimeout = 4 * time.Minute

@@ -5,6 +5,7 @@ package servertest
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +27,26 @@ type Cluster struct {
 	// dial are the options of the test's own connections (default
 	// plaintext): TLS credentials, a token.
 	dial []grpc.DialOption
+	// token, when set, goes with every call of the test's connections
+	// (a cluster with access control on).
+	token atomic.Pointer[string]
 }
+
+// SetToken makes every call of the cluster's test connections carry the
+// access token secret ("" for none).
+func (c *Cluster) SetToken(secret string) { c.token.Store(&secret) }
+
+// tokenCreds sends the cluster's current token, if any.
+type tokenCreds struct{ c *Cluster }
+
+func (t tokenCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	if p := t.c.token.Load(); p != nil && *p != "" {
+		return map[string]string{"authorization": "Bearer " + *p}, nil
+	}
+	return nil, nil
+}
+
+func (tokenCreds) RequireTransportSecurity() bool { return false }
 
 // Config returns a test node config: loopback with ephemeral ports,
 // timeouts generous enough for the race detector on 2 cores.
@@ -57,13 +77,6 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// New returns an empty cluster: start its nodes with StartNode.
-func New(t testing.TB) *Cluster {
-	c := &Cluster{t: t, conns: map[string]*grpc.ClientConn{}}
-	t.Cleanup(c.Close)
-	return c
-}
-
 // Start starts n nodes: the first bootstraps alone, the others join it.
 func Start(t testing.TB, n int, tweak func(*server.Config)) *Cluster {
 	t.Helper()
@@ -74,8 +87,7 @@ func Start(t testing.TB, n int, tweak func(*server.Config)) *Cluster {
 // to the nodes (TLS credentials for a TLS cluster).
 func StartWith(t testing.TB, n int, tweak func(*server.Config), dial ...grpc.DialOption) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, conns: map[string]*grpc.ClientConn{}, dial: dial}
-	t.Cleanup(c.Close)
+	c := New(t, dial...)
 	for i := 0; i < n; i++ {
 		cfg := Config(t, fmt.Sprintf("node%d", i+1))
 		if i > 0 {
@@ -90,6 +102,14 @@ func StartWith(t testing.TB, n int, tweak func(*server.Config), dial ...grpc.Dia
 		}
 	}
 	c.WaitMembers(n)
+	return c
+}
+
+// New returns an empty cluster: start its nodes with StartNode. dial are
+// the options of the test's own connections (TLS credentials).
+func New(t testing.TB, dial ...grpc.DialOption) *Cluster {
+	c := &Cluster{t: t, conns: map[string]*grpc.ClientConn{}, dial: dial}
+	t.Cleanup(c.Close)
 	return c
 }
 
@@ -183,7 +203,8 @@ func (c *Cluster) conn(i int) *grpc.ClientConn {
 	if cc, ok := c.conns[addr]; ok {
 		return cc
 	}
-	cc, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, c.dial...)...)
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(tokenCreds{c})}
+	cc, err := grpc.NewClient(addr, append(opts, c.dial...)...)
 	if err != nil {
 		c.t.Fatal(err)
 	}

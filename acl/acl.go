@@ -1,0 +1,183 @@
+// Package acl decides who may call what when access control is on
+// (--acl): every call carries "authorization: Bearer <secret>"; the secret
+// is looked up by its SHA-256 among the replicated tokens (package fsm),
+// and the token's role and namespace scope must cover what the method
+// needs (the table in rules.go). Health and reflection stay open.
+//
+// The decision is made by the node that serves the call: the leader for
+// everything it serves (a follower forwards the caller's token with the
+// call, never an identity of its own), the node asked for GetClusterStatus
+// and GetNodeInfo, which any valid token may call.
+package acl
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"strings"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/grackle-coord/grackle/fsm"
+)
+
+// ErrorInfo reasons of this package's refusals (domain grackle.dev).
+const (
+	ReasonTokenMissing     = "TOKEN_MISSING"
+	ReasonTokenUnknown     = "TOKEN_UNKNOWN"
+	ReasonPermissionDenied = "PERMISSION_DENIED"
+	errorDomain            = "grackle.dev"
+)
+
+// MetadataKey is the call metadata that carries the token.
+const MetadataKey = "authorization"
+
+// Tokens finds a token by its secret's SHA-256 (the FSM).
+type Tokens interface {
+	TokenBySecretHash(sha256 [32]byte) (fsm.Token, bool)
+	ACLBootstrapped() bool
+}
+
+// Checker checks calls against the replicated tokens.
+type Checker struct {
+	Tokens Tokens
+}
+
+type needKey struct{}
+
+// withNeed records what the call needs, for Authorize.
+func withNeed(ctx context.Context, n Need) context.Context {
+	return context.WithValue(ctx, needKey{}, n)
+}
+
+// SecretFrom returns the bearer secret of ctx's incoming metadata.
+func SecretFrom(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get(MetadataKey) {
+		if scheme, secret, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "bearer") {
+			return strings.TrimSpace(secret)
+		}
+	}
+	return ""
+}
+
+func refusal(code codes.Code, reason, msg string, md map[string]string) error {
+	st := status.New(code, msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain, Metadata: md}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// Check decides need for the caller of ctx.
+func (c *Checker) Check(ctx context.Context, method string, need Need) error {
+	if need.Open {
+		return nil
+	}
+	if need.AnyToken && !c.Tokens.ACLBootstrapped() {
+		// No token can exist yet: let clients find the leader, so that
+		// `grackle acl bootstrap` can reach it.
+		return nil
+	}
+	secret := SecretFrom(ctx)
+	if secret == "" {
+		return refusal(codes.Unauthenticated, ReasonTokenMissing,
+			"access control is on: this call needs a token (pass --token or set GRACKLE_TOKEN)", nil)
+	}
+	tok, ok := c.Tokens.TokenBySecretHash(sha256.Sum256([]byte(secret)))
+	if !ok {
+		return refusal(codes.Unauthenticated, ReasonTokenUnknown, "the token is unknown or was revoked", nil)
+	}
+	if need.AnyToken {
+		return nil
+	}
+	if fsm.RoleRank(tok.Role) >= fsm.RoleRank(need.Role) && (tok.Namespace == fsm.AnyNamespace || tok.Namespace == need.Namespace) {
+		return nil
+	}
+	return refusal(codes.PermissionDenied, ReasonPermissionDenied,
+		fmt.Sprintf("token %s (role %s on namespace %q) may not call %s: it needs role %s on namespace %q",
+			tok.ID, tok.Role, tok.Namespace, shortMethod(method), need.Role, need.Namespace),
+		map[string]string{"role": need.Role, "namespace": need.Namespace, "token_id": tok.ID})
+}
+
+func shortMethod(m string) string {
+	m = strings.TrimPrefix(m, "/")
+	return strings.TrimPrefix(m, "grackle.v1.")
+}
+
+type methodKey struct{}
+
+// Authorize checks the need the interceptor recorded in ctx. The API calls
+// it where it serves a call on the leader, after the leader has applied
+// every committed entry, so that the leader decides with the newest
+// tokens (and a node that became leader between the interceptor and the
+// handler still checks). A call that reached it without a recorded need
+// is refused: the check fails closed.
+func (c *Checker) Authorize(ctx context.Context) error {
+	n, ok := ctx.Value(needKey{}).(Need)
+	if !ok {
+		return status.Error(codes.Internal, "access control: no rule was looked up for this call")
+	}
+	if n.Checked {
+		return nil
+	}
+	m, _ := ctx.Value(methodKey{}).(string)
+	return c.Check(ctx, m, n)
+}
+
+// UnaryInterceptor looks up each call's need. It checks at once where the
+// decision is this node's (GetClusterStatus, or this node leads); a call a
+// follower will forward is left to the leader.
+func (c *Checker) UnaryInterceptor(isLeader func() bool) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		need := NeedFor(info.FullMethod, req)
+		if !need.Open && (need.AnyToken || need.Local || isLeader()) {
+			if err := c.Check(ctx, info.FullMethod, need); err != nil {
+				return nil, err
+			}
+		}
+		ctx = context.WithValue(withNeed(ctx, need), methodKey{}, info.FullMethod)
+		return handler(ctx, req)
+	}
+}
+
+// StreamInterceptor checks a server stream's need on this node when its
+// request arrives.
+func (c *Checker) StreamInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if NeedFor(info.FullMethod, nil).Open {
+			return handler(srv, ss)
+		}
+		return handler(srv, &checkedStream{ServerStream: ss, c: c, method: info.FullMethod})
+	}
+}
+
+type checkedStream struct {
+	grpc.ServerStream
+	c       *Checker
+	method  string
+	checked bool
+}
+
+func (s *checkedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if !s.checked {
+		if err := s.c.Check(s.ServerStream.Context(), s.method, NeedFor(s.method, m)); err != nil {
+			return err
+		}
+		s.checked = true
+	}
+	return nil
+}
+
+func (s *checkedStream) Context() context.Context {
+	ctx := s.ServerStream.Context()
+	// Checked in RecvMsg, which a server-streaming handler calls first.
+	return context.WithValue(withNeed(ctx, Need{Checked: s.checked}), methodKey{}, s.method)
+}
