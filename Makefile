@@ -3,7 +3,7 @@ GO        ?= go
 BIN       ?= bin
 PROTO_SRC := $(shell find proto -name '*.proto')
 
-.PHONY: help build test proto run bench failover-bench compare-bench profile-bench jepsen jepsen-ci fuzz vet fmt clean image cluster-up cluster-down compose-test
+.PHONY: help build test proto run bench failover-bench compare-bench profile-bench jepsen jepsen-ci fuzz vet fmt clean image cluster-up cluster-down compose-test secure-cluster-up secure-cluster-down compose-secure-test
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -81,6 +81,16 @@ cluster-up: image build ## start the compose cluster (CLUSTER=3 or 5) and wait f
 
 cluster-down: ## stop the compose cluster and remove its volumes
 	GRACKLE_IMAGE=$(IMAGE) $(COMPOSE) -p grackle$(CLUSTER) -f $(COMPOSE_FILE) down -v
+
+secure-cluster-up: image build ## the 3-node compose cluster with mutual TLS, peer TLS and --acl (certificates by deploy/gen-certs.sh)
+	bash deploy/gen-certs.sh deploy/compose/certs n1 n2 n3
+	GRACKLE_IMAGE=$(IMAGE) $(COMPOSE) -p grackle-secure -f deploy/compose/docker-compose.3-secure.yml up -d
+
+secure-cluster-down: ## stop the secure compose cluster and remove its volumes
+	GRACKLE_IMAGE=$(IMAGE) $(COMPOSE) -p grackle-secure -f deploy/compose/docker-compose.3-secure.yml down -v
+
+compose-secure-test: image build ## TLS + ACL compose cluster end to end (openssl-made certificates)
+	IMAGE=$(IMAGE) GRACKLE=$(BIN)/grackle COMPOSE="$(COMPOSE)" bash deploy/compose/test-secure.sh
 
 compose-test: image build ## seed workflow + leader loss on the 3-node compose cluster
 	IMAGE=$(IMAGE) GRACKLE=$(BIN)/grackle COMPOSE="$(COMPOSE)" bash deploy/compose/test.sh

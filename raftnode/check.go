@@ -22,7 +22,8 @@ import (
 // a file is missing, empty, truncated or fails its checksum. Starting
 // would panic, or worse run on a partial state (a term gone backwards, or
 // acknowledged writes lost, which breaks Raft's safety in a cluster).
-// Recovery: wipe the data dir and rejoin the cluster (docs/OPERATIONS.md).
+// Recovery: wipe the data dir and rejoin the cluster (docs/SECURITY.md,
+// "A damaged data dir").
 var ErrDamagedDataDir = errors.New("damaged data dir")
 
 func damaged(file, format string, args ...any) error {
