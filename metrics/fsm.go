@@ -17,11 +17,17 @@ import (
 // Events are counted as this node applies them, so every node of a
 // healthy cluster reports the same totals; entries replayed from the log
 // at start are counted again (a restart is a counter reset anyway).
-func (m *Metrics) ObserveFSM(f *fsm.FSM) raft.BatchingFSM { return &observedFSM{f: f, m: m} }
+//
+// also, when not nil, sees every applied command and its result (the
+// audit log uses it); it must not block.
+func (m *Metrics) ObserveFSM(f *fsm.FSM, also func(index uint64, cmd *fsmpb.Command, res *fsm.Result)) raft.BatchingFSM {
+	return &observedFSM{f: f, m: m, also: also}
+}
 
 type observedFSM struct {
-	f *fsm.FSM
-	m *Metrics
+	f    *fsm.FSM
+	m    *Metrics
+	also func(uint64, *fsmpb.Command, *fsm.Result)
 }
 
 func (o *observedFSM) Apply(l *raft.Log) interface{} { return o.ApplyBatch([]*raft.Log{l})[0] }
@@ -40,6 +46,9 @@ func (o *observedFSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			continue
 		}
 		o.m.count(cmd, res)
+		if o.also != nil {
+			o.also(l.Index, cmd, res)
+		}
 	}
 	return out
 }

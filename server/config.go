@@ -81,7 +81,10 @@ type Config struct {
 	Pprof bool
 
 	LogLevel string // trace, debug, info, warn, error (default info)
-	LogJSON  bool
+	// LogLevelFile, when set, holds a log level that Reload (SIGHUP)
+	// applies: the level changes at run time without a restart.
+	LogLevelFile string
+	LogJSON      bool
 
 	// Clock is the leader clock's source (nil: the system clocks); tests
 	// inject wall-clock jumps through it.

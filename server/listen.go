@@ -88,12 +88,11 @@ func (s *Server) Reload() error {
 	err := s.sec.reload()
 	if err != nil {
 		s.log.Error("TLS reload: kept the certificates in use", "error", err)
-		return err
-	}
-	if s.sec.api != nil || s.sec.peer != nil {
+	} else if s.sec.api != nil || s.sec.peer != nil {
 		s.log.Info("TLS reload: certificates re-read")
 	}
-	return nil
+	// Then every other part's hook (OnReload): the log level, ...
+	return errors.Join(err, s.runReloadHooks())
 }
 
 // ReloadOn calls Reload on each of the signals until ctx ends.

@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -55,7 +56,10 @@ type Server struct {
 	lis     net.Listener
 	http    *http.Server
 	httpLn  net.Listener
-	done    chan struct{}
+
+	reloadMu    sync.Mutex
+	reloadHooks []reloadHook
+	done        chan struct{}
 
 	sec   security
 	split *tlsutil.Split // the gRPC port's TLS/plaintext sorter (TLS only)
@@ -155,12 +159,14 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	f := fsm.New(fsm.Options{TempDir: tmp})
 	met := metrics.New()
 	feed := watch.NewFeed(f)
+	var raftPtr atomic.Pointer[raft.Raft]
+	aud := &auditor{log: log.Named("audit"), raft: raftPtr.Load}
 	node, err := raftnode.New(raftnode.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, BindAddr: cfg.RaftAddr, AdvertiseAddr: cfg.AdvertiseRaft,
 		InitialMembers: peers, Bootstrap: cfg.Join == "",
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
 		CommitTimeout: cfg.CommitTimeout, SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
-		TrailingLogs: cfg.TrailingLogs, FSM: watch.Observe(met.ObserveFSM(f), feed), Logger: log,
+		TrailingLogs: cfg.TrailingLogs, FSM: watch.Observe(met.ObserveFSM(f, aud.observe), feed), Logger: log,
 		PeerTLS: sec.peer, MaxConns: cfg.MaxConnections, HandshakeTimeout: cfg.HandshakeTimeout,
 	})
 	if err != nil {
@@ -168,6 +174,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		lis.Close()
 		return nil, err
 	}
+	raftPtr.Store(node.Raft)
 	checker := aclChecker{on: cfg.ACL, c: &acl.Checker{Tokens: f}}
 	api := rpc.New(rpc.Config{
 		NodeID: cfg.NodeID, GRPCAddress: grpcAdv, RaftAddress: string(node.Addr), InitialGRPC: initialGRPC,
@@ -243,6 +250,9 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		"client_mtls", sec.api != nil && sec.api.ClientCA != nil, "peer_tls", sec.peer != nil, "acl", cfg.ACL)
 	if cfg.Join != "" {
 		go s.join(grpcAdv)
+	}
+	if cfg.LogLevelFile != "" {
+		s.OnReload("log level", s.reloadLogLevel)
 	}
 	return s, nil
 }

@@ -99,6 +99,7 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "trace, debug, info, warn or error")
 	fs.BoolVar(&cfg.LogJSON, "log-json", cfg.LogJSON, "log JSON lines instead of text")
+	fs.StringVar(&cfg.LogLevelFile, "log-level-file", cfg.LogLevelFile, "a file holding a log level, applied on SIGHUP (change the level without a restart)")
 
 	fs.Uint64Var(&cfg.ReadyMaxLag, "ready-max-lag", cfg.ReadyMaxLag, "/readyz fails while the applied index trails the commit index by more entries")
 }

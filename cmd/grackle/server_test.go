@@ -71,6 +71,7 @@ var allServerArgs = []string{
 	"--handshake-timeout", "3s",
 	"--idle-timeout", "4m",
 	"--ready-max-lag", "55",
+	"--log-level-file", "/etc/grackle/log-level",
 	"--log-level", "debug",
 	"--log-json",
 	"--pprof",
@@ -115,6 +116,7 @@ func allServerConfig() server.Config {
 	want.HandshakeTimeout = 3 * time.Second
 	want.IdleTimeout = 4 * time.Minute
 	want.ReadyMaxLag = 55
+	want.LogLevelFile = "/etc/grackle/log-level"
 	want.LogLevel = "debug"
 	want.LogJSON = true
 	want.Pprof = true

@@ -1,0 +1,79 @@
+package server
+
+import (
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/grackle-coord/grackle/fsm"
+	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
+)
+
+// auditMaxIDs bounds the lease ids one expiry line lists.
+const auditMaxIDs = 100
+
+// auditor writes the audit trail: one structured line (logger "audit",
+// level info) per lease revoke, per expiry batch and per membership
+// change, with the ids involved and the Raft index that made it so.
+// Every node applies every command; only the leader's lines are written,
+// so the trail is the cluster's once (a line may be missing or doubled
+// around a leadership change). It never logs a credential or a fencing
+// token.
+type auditor struct {
+	log  hclog.Logger
+	raft func() *raft.Raft
+}
+
+func (a *auditor) observe(index uint64, cmd *fsmpb.Command, res *fsm.Result) {
+	r := a.raft()
+	if r == nil || r.State() != raft.Leader {
+		return
+	}
+	a.line(index, cmd, res)
+}
+
+func (a *auditor) line(index uint64, cmd *fsmpb.Command, res *fsm.Result) {
+	if b, ok := cmd.GetOp().(*fsmpb.Command_Batch); ok {
+		for i, data := range b.Batch.GetCommands() {
+			if i < len(res.Batch) && res.Batch[i] != nil {
+				if sub, err := fsm.Decode(data); err == nil {
+					a.line(index, sub, res.Batch[i])
+				}
+			}
+		}
+		return
+	}
+	switch op := cmd.GetOp().(type) {
+	case *fsmpb.Command_RevokeLease:
+		if res.Err == nil {
+			a.log.Info("lease revoked", "index", index, "namespace", op.RevokeLease.GetNamespaceName(),
+				"lease_id", op.RevokeLease.GetLeaseId(), "freed_semaphores", len(res.Freed))
+		}
+	case *fsmpb.Command_ExpireLeases, *fsmpb.Command_RefreshLease:
+		if len(res.RemovedLeases) == 0 {
+			return
+		}
+		ids := make([]string, 0, min(len(res.RemovedLeases), auditMaxIDs))
+		for i, l := range res.RemovedLeases {
+			if i == auditMaxIDs {
+				break
+			}
+			ids = append(ids, l.Namespace+"/"+l.LeaseID)
+		}
+		a.log.Info("leases expired", "index", index, "count", len(res.RemovedLeases), "leases", ids,
+			"listed", len(ids), "freed_semaphores", len(res.Freed))
+	case *fsmpb.Command_DeleteNamespace:
+		if res.Err == nil && len(res.RemovedLeases) > 0 {
+			a.log.Info("leases removed with their namespace", "index", index, "namespace", op.DeleteNamespace.GetName(),
+				"count", len(res.RemovedLeases))
+		}
+	case *fsmpb.Command_SetMember:
+		if res.Err == nil {
+			a.log.Info("member set", "index", index, "node_id", op.SetMember.GetNodeId(),
+				"raft_address", op.SetMember.GetRaftAddress(), "grpc_address", op.SetMember.GetGrpcAddress())
+		}
+	case *fsmpb.Command_RemoveMember:
+		if res.Err == nil {
+			a.log.Info("member removed", "index", index, "node_id", op.RemoveMember.GetNodeId())
+		}
+	}
+}
