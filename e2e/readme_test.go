@@ -7,8 +7,9 @@ package e2e
 // the test when it exits non-zero, unless its line ends with a comment
 // "# exits N" that says which code it must exit with.
 //
-// Not run: the grpcurl block (it shows placeholders for the lease id, and
-// grpcurl is not a dependency), "Running a cluster" (fixed ports 7420..),
+// The first block of "Running a cluster" runs too, its fixed ports
+// (7420, 7421, ...) replaced by free ones. Not run: the grpcurl block (it
+// shows placeholders for the lease id, and grpcurl is not a dependency),
 // and the compose commands (Docker; `make compose-test` drives the same
 // commands from the host).
 
@@ -96,7 +97,9 @@ var expectExit = regexp.MustCompile(`#\s*exits\s+(\d+)\s*$`)
 func runShell(t *testing.T, dir string, env []string, cmds []string) string {
 	t.Helper()
 	var script strings.Builder
-	script.WriteString("set -u\n")
+	// Commands started in the background (a README's servers) end with
+	// the script.
+	script.WriteString("set -u\ntrap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\n")
 	for i, c := range cmds {
 		want := 0
 		if m := expectExit.FindStringSubmatch(c); m != nil {
@@ -141,7 +144,7 @@ func TestREADME(t *testing.T) {
 	env := append(os.Environ(), "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"GRACKLE_ENDPOINTS="+addr, "HOME="+work)
 
-	var tour, runBlock, goProgram string
+	var tour, runBlock, goProgram, clusterBlock string
 	for _, b := range readmeBlocks(t) {
 		switch {
 		case b.section == "A tour: the seed workflow" && b.lang == "sh" && strings.Contains(b.text, "grpcurl"):
@@ -152,10 +155,13 @@ func TestREADME(t *testing.T) {
 			goProgram = b.text
 		case b.section == "Holding permits around a command" && b.lang == "sh":
 			runBlock += b.text
+		case b.section == "Running a cluster" && b.lang == "sh" && clusterBlock == "":
+			clusterBlock = b.text // the first one; the compose commands need Docker
 		}
 	}
-	if tour == "" || runBlock == "" || goProgram == "" {
-		t.Fatalf("README blocks not found (tour %d bytes, run %d, Go %d): did a heading change?", len(tour), len(runBlock), len(goProgram))
+	if tour == "" || runBlock == "" || goProgram == "" || clusterBlock == "" {
+		t.Fatalf("README blocks not found (tour %d bytes, run %d, Go %d, cluster %d): did a heading change?",
+			len(tour), len(runBlock), len(goProgram), len(clusterBlock))
 	}
 
 	t.Run("tour", func(t *testing.T) {
@@ -187,6 +193,26 @@ func TestREADME(t *testing.T) {
 		out := runShell(t, work, env, commands(runBlock))
 		if !strings.Contains(out, "synced with lease ls_") {
 			t.Errorf("the command did not run under the lease:\n%s", out)
+		}
+	})
+
+	t.Run("a 3-node cluster", func(t *testing.T) {
+		// The README's fixed ports (7420, 7421, ...) become free ones.
+		ports := map[string]string{}
+		free := FreePorts(t, 16)
+		text := regexp.MustCompile(`127\.0\.0\.1:74[0-9][0-9]`).ReplaceAllStringFunc(clusterBlock, func(a string) string {
+			if _, ok := ports[a]; !ok {
+				ports[a] = fmt.Sprintf("127.0.0.1:%d", free[len(ports)])
+			}
+			return ports[a]
+		})
+		dir := t.TempDir()
+		// Nodes that are still starting: first contact may take a while.
+		out := runShell(t, dir, append(env, "GRACKLE_TIMEOUT=30s"), commands(text))
+		for _, want := range []string{"Leader:", "n1", "n2", "n3"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("cluster status lacks %q:\n%s", want, out)
+			}
 		}
 	})
 }

@@ -245,8 +245,10 @@ func (a *app) client(ctx context.Context) (*client.Client, error) {
 // clientConfig is the Go client's configuration for the client flags.
 func (a *app) clientConfig() client.Config {
 	return client.Config{
-		Endpoints:   a.endpoints,
-		DialTimeout: min(a.timeout, connectTimeout),
+		Endpoints: a.endpoints,
+		// First contact may take the whole call deadline (nodes that are
+		// still starting); the call's context bounds it too.
+		DialTimeout: a.timeout,
 		// One call's retries end with its deadline (--timeout).
 		RetryTimeout: -1,
 		Logger:       a.logger(),

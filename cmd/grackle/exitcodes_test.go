@@ -64,7 +64,7 @@ func TestExit1CallFailed(t *testing.T) {
 	_, addr := runTestCluster(t)
 	wantExit(t, addr, exitCallFailed, `grackle: NotFound: semaphore "nope" not found`, "semaphore", "get", "ns", "nope")
 	wantExit(t, addr, exitCallFailed, "grackle: AlreadyExists:", "namespace", "create", "ns")
-	wantExit(t, closedAddr(t), exitCallFailed, "grackle: Unavailable: no endpoint of", "namespace", "list")
+	wantExit(t, closedAddr(t), exitCallFailed, "grackle: Unavailable: no endpoint of", "namespace", "list", "--timeout", "1s")
 }
 
 func TestExit2BadInput(t *testing.T) {

@@ -431,8 +431,8 @@ func TestEndpointsTriedInOrder(t *testing.T) {
 	}
 
 	// Nothing reachable: Unavailable naming each endpoint, exit 1.
-	r = runCLI(t, nil, "cluster", "status", "--endpoints", dead+", "+dead)
-	want := fmt.Sprintf("grackle: Unavailable: no endpoint of [%s %s] answered within 3s; last error: connection error: desc = \"transport: Error while dialing: dial tcp %s: connect: connection refused\"\n", dead, dead, dead)
+	r = runCLI(t, nil, "cluster", "status", "--endpoints", dead+", "+dead, "--timeout", "1s")
+	want := fmt.Sprintf("grackle: Unavailable: no endpoint of [%s %s] answered within 1s; last error: connection error: desc = \"transport: Error while dialing: dial tcp %s: connect: connection refused\"\n", dead, dead, dead)
 	if r.code != exitCallFailed || r.stderr != want {
 		t.Errorf("code %d stderr %q", r.code, r.stderr)
 	}
