@@ -10,8 +10,10 @@ import (
 
 type fakeView struct{ permits, holds int64 }
 
-func (v *fakeView) SemaphoreCapacity(string, string) (int64, int64, bool) { return v.permits, v.holds, true }
-func (v *fakeView) HeldWeight(string, string, string) int64             { return 0 }
+func (v *fakeView) SemaphoreCapacity(string, string) (int64, int64, bool) {
+	return v.permits, v.holds, true
+}
+func (v *fakeView) HeldWeight(string, string, string) int64 { return 0 }
 
 func testQueues(v view) (*queues, *[][]*waiter) {
 	q := newQueues(100, v, nopObserver{})
