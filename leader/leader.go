@@ -54,6 +54,7 @@ type Leader struct {
 	log      hclog.Logger
 	clock    *Clock
 	proposer *Proposer
+	reads    *readBatcher
 	skew     *SkewMonitor
 
 	term atomic.Pointer[Term]
@@ -88,6 +89,7 @@ func New(cfg Config, r *raft.Raft, f *fsm.FSM) *Leader {
 	}
 	c := NewClock(cfg.Clock)
 	l := &Leader{cfg: cfg, raft: r, fsm: f, log: cfg.Log, clock: c, proposer: NewProposer(r, c, cfg.ApplyTimeout), stop: make(chan struct{})}
+	l.reads = newReadBatcher(func() error { return r.VerifyLeader().Error() })
 	l.skew = newSkewMonitor(f, cfg.Clock, cfg.LeaseGrace, func() bool { return l.term.Load() != nil }, cfg.Log)
 	return l
 }
@@ -127,6 +129,7 @@ func (l *Leader) Start(leaderNotify <-chan bool) {
 func (l *Leader) Stop() {
 	l.stopOnce.Do(func() { close(l.stop) })
 	l.wg.Wait()
+	l.proposer.Close()
 }
 
 func (l *Leader) stepUp() {

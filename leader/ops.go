@@ -23,9 +23,10 @@ func (t *Term) Write(ctx context.Context, cmd *fsmpb.Command) (*fsm.Result, erro
 // committed in earlier terms is applied), and a write is acknowledged only
 // after the leader's FSM applied it; so once VerifyLeader confirms with a
 // quorum that no other leader has taken over, this node's FSM holds every
-// write that completed before the read began.
+// write that completed before the read began. Concurrent reads share one
+// confirmation round (reads.go), each a round that began after it arrived.
 func (t *Term) Linearize(ctx context.Context) (int64, error) {
-	if err := t.l.raft.VerifyLeader().Error(); err != nil {
+	if err := t.l.reads.Confirm(ctx); err != nil {
 		return 0, fromRaft(err)
 	}
 	return t.l.clock.Now(), nil

@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -14,22 +15,23 @@ import (
 )
 
 // Proposer is the one place where commands enter Raft: it stamps the
-// leader's `now`, encodes, applies with a deadline and returns the FSM's
-// result. Command packing (several commands per Raft entry) belongs here,
-// behind Propose, so callers never change.
+// leader's `now`, encodes, hands the command to the packer (which packs
+// the commands arriving while entries are in flight into one entry, see
+// packer.go) and returns the command's own result.
 type Proposer struct {
-	raft    *raft.Raft
-	clock   *Clock
-	timeout time.Duration // bound of one apply when ctx has no deadline
+	packer *packer
+	clock  *Clock
 }
 
-// NewProposer returns a proposer applying on r, stamping with c.
+// NewProposer returns a proposer applying on r, stamping with c. Close it
+// when the node stops.
 func NewProposer(r *raft.Raft, c *Clock, applyTimeout time.Duration) *Proposer {
-	if applyTimeout <= 0 {
-		applyTimeout = 10 * time.Second
-	}
-	return &Proposer{raft: r, clock: c, timeout: applyTimeout}
+	return &Proposer{packer: newPacker(r, packerConfig{ApplyTimeout: applyTimeout}), clock: c}
 }
+
+// Close fails what is still queued (NotLeader: never proposed) and waits
+// for the entries in flight.
+func (p *Proposer) Close() { p.packer.shutdown() }
 
 // Propose applies cmd and returns its result. The error is an *Error:
 // NotSent when nothing was proposed (ctx already ended), NotLeader when
@@ -45,22 +47,18 @@ func (p *Proposer) Propose(ctx context.Context, cmd *fsmpb.Command) (*fsm.Result
 	if err != nil {
 		return nil, err
 	}
-	timeout := p.timeout
-	if dl, ok := ctx.Deadline(); ok {
-		if d := time.Until(dl); d < timeout {
-			timeout = d
-		}
-	}
-	if timeout <= 0 {
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
 		return nil, notProposed(context.DeadlineExceeded)
 	}
-	f := p.raft.Apply(data, timeout)
-	if err := f.Error(); err != nil {
-		return nil, fromRaft(err)
-	}
-	res, _ := f.Response().(*fsm.Result)
-	if res == nil {
+	res, err := p.packer.propose(ctx, data)
+	switch {
+	case errors.Is(err, errNotQueued):
+		// Its caller gave up while it was still queued: never proposed.
+		return nil, notProposed(ctx.Err())
+	case errors.Is(err, errNoResult):
 		return nil, newError(codes.Unavailable, apierr.OutcomeUnknown, "no result from the state machine")
+	case err != nil:
+		return nil, fromRaft(err)
 	}
 	return res, nil
 }

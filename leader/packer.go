@@ -1,0 +1,248 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/grackle-coord/grackle/fsm"
+	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
+)
+
+// applier is the part of *raft.Raft a packer uses (tests fake it).
+type applier interface {
+	Apply(cmd []byte, timeout time.Duration) raft.ApplyFuture
+}
+
+// packerConfig tunes a packer; zero values take the defaults.
+type packerConfig struct {
+	// MaxInFlight bounds the entries proposed and not yet applied (default
+	// 2). Commands arriving meanwhile wait and go out together in the next
+	// entry. One would pack the most, but then a command that arrives
+	// while an unrelated entry commits waits a whole commit (a hand-off's
+	// release behind the previous holder's new acquire); two lets it go
+	// at once and still packs everything that arrives under load.
+	MaxInFlight int
+	// MaxCommands and MaxBytes bound one batch (default 512 and 1 MiB).
+	MaxCommands int
+	MaxBytes    int
+	// ApplyTimeout bounds the wait for Raft to accept an entry (default 10 s).
+	ApplyTimeout time.Duration
+}
+
+// packer is the Proposer's command packing: the commands that arrive while
+// entries are in flight go out together in one Batch entry (see
+// fsm/batch.go), so under load one fsync and one replication round carry
+// many operations, and without load a command goes out at once, alone and
+// as itself. It follows no term: on a node that does not lead, raft
+// refuses every entry.
+type packer struct {
+	r   applier
+	cfg packerConfig
+
+	mu      sync.Mutex
+	queue   []*proposal
+	stopped bool
+	wake    chan struct{} // capacity 1: something was queued
+
+	slots chan struct{} // one token per entry in flight
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+type proposal struct {
+	data []byte
+	done chan outcome // capacity 1
+}
+
+type outcome struct {
+	res *fsm.Result
+	err error
+}
+
+// errNotQueued wraps the caller's context error when it ended while its
+// command was still queued: it was never handed to Raft.
+var errNotQueued = errors.New("leader: not proposed")
+
+// errNoResult reports an applied entry whose result is missing or of the
+// wrong shape (a bug, never a normal outcome).
+var errNoResult = errors.New("leader: no result from the state machine")
+
+// newPacker starts a proposer on r.
+func newPacker(r applier, cfg packerConfig) *packer {
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 2
+	}
+	if cfg.MaxCommands <= 0 {
+		cfg.MaxCommands = 512
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = 1 << 20
+	}
+	if cfg.ApplyTimeout <= 0 {
+		cfg.ApplyTimeout = 10 * time.Second
+	}
+	p := &packer{r: r, cfg: cfg, wake: make(chan struct{}, 1), slots: make(chan struct{}, cfg.MaxInFlight), stop: make(chan struct{})}
+	p.wg.Add(1)
+	go p.run()
+	return p
+}
+
+// Propose submits one encoded command and waits until it is applied (its
+// own result) or fails. A proposal never handed to Raft fails with
+// raft.ErrNotLeader when the packer was shut down, or errNotQueued (wrapping
+// ctx's error) when ctx ended while it was queued: certainly not in the
+// log. Once handed to Raft it is waited for whatever ctx does (its outcome
+// must be known); errors are then Raft's, as raft.Apply returns them.
+func (p *packer) propose(ctx context.Context, data []byte) (*fsm.Result, error) {
+	pr := &proposal{data: data, done: make(chan outcome, 1)}
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return nil, raft.ErrNotLeader
+	}
+	p.queue = append(p.queue, pr)
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case o := <-pr.done:
+		return o.res, o.err
+	case <-ctx.Done():
+	}
+	if p.unqueue(pr) {
+		return nil, fmt.Errorf("%w: %w", errNotQueued, ctx.Err())
+	}
+	o := <-pr.done
+	return o.res, o.err
+}
+
+// unqueue removes a proposal not yet taken; it reports whether it was.
+func (p *packer) unqueue(pr *proposal) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, x := range p.queue {
+		if x == pr {
+			p.queue = append(p.queue[:i:i], p.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// shutdown fails what is still queued (with raft.ErrNotLeader) and waits for
+// the entries in flight to resolve (Raft fails them when leadership ends).
+func (p *packer) shutdown() {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		p.wg.Wait()
+		return
+	}
+	p.stopped = true
+	queued := p.queue
+	p.queue = nil
+	p.mu.Unlock()
+	close(p.stop)
+	for _, pr := range queued {
+		pr.done <- outcome{err: raft.ErrNotLeader}
+	}
+	p.wg.Wait()
+}
+
+func (p *packer) run() {
+	defer p.wg.Done()
+	for {
+		// Wait for an entry slot first: what arrives meanwhile piles up and
+		// goes out in one entry.
+		select {
+		case p.slots <- struct{}{}:
+		case <-p.stop:
+			return
+		}
+		batch := p.take()
+		for batch == nil {
+			select {
+			case <-p.wake:
+				batch = p.take()
+			case <-p.stop:
+				return
+			}
+		}
+		f := p.r.Apply(p.entry(batch), p.cfg.ApplyTimeout)
+		p.wg.Add(1)
+		go p.finish(f, batch)
+	}
+}
+
+// take removes the next batch from the queue (nil: empty).
+func (p *packer) take() []*proposal {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) == 0 {
+		return nil
+	}
+	n, size := 0, 0
+	for n < len(p.queue) && n < p.cfg.MaxCommands && (n == 0 || size+len(p.queue[n].data) <= p.cfg.MaxBytes) {
+		size += len(p.queue[n].data)
+		n++
+	}
+	batch := p.queue[:n:n]
+	p.queue = p.queue[n:]
+	if len(p.queue) == 0 {
+		p.queue = nil // let the backing array go
+	}
+	return batch
+}
+
+// entry is the Raft entry of a batch: a lone command as itself (the log
+// stays as it was without load), several as one Batch command.
+func (p *packer) entry(batch []*proposal) []byte {
+	if len(batch) == 1 {
+		return batch[0].data
+	}
+	cmds := make([][]byte, len(batch))
+	for i, pr := range batch {
+		cmds[i] = pr.data
+	}
+	data, err := fsm.Encode(&fsmpb.Command{Op: &fsmpb.Command_Batch{Batch: &fsmpb.Batch{Commands: cmds}}})
+	if err != nil {
+		panic("leader: encoding a batch of encoded commands failed: " + err.Error()) // only bytes: cannot fail
+	}
+	return data
+}
+
+func (p *packer) finish(f raft.ApplyFuture, batch []*proposal) {
+	defer p.wg.Done()
+	err := f.Error()
+	<-p.slots
+	if err != nil {
+		for _, pr := range batch {
+			pr.done <- outcome{err: err}
+		}
+		return
+	}
+	res, _ := f.Response().(*fsm.Result)
+	switch {
+	case len(batch) == 1:
+		if res == nil {
+			batch[0].done <- outcome{err: errNoResult}
+		} else {
+			batch[0].done <- outcome{res: res}
+		}
+	case res == nil || len(res.Batch) != len(batch):
+		for _, pr := range batch {
+			pr.done <- outcome{err: errNoResult}
+		}
+	default:
+		for i, pr := range batch {
+			pr.done <- outcome{res: res.Batch[i]}
+		}
+	}
+}

@@ -1,0 +1,277 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/grackle-coord/grackle/fsm"
+	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
+)
+
+// fakeRaft appends entries to a log and applies them to a real FSM only
+// when the test lets them commit, so the test controls what is in flight.
+type fakeRaft struct {
+	f       *fsm.FSM
+	mu      sync.Mutex
+	index   uint64
+	pending []*fakeFuture
+	entries chan *fakeFuture // every Apply, in order
+}
+
+type fakeFuture struct {
+	data  []byte
+	index uint64
+	done  chan struct{}
+	err   error
+	res   any
+}
+
+func (f *fakeFuture) Error() error       { <-f.done; return f.err }
+func (f *fakeFuture) Response() any      { <-f.done; return f.res }
+func (f *fakeFuture) Index() uint64      { return f.index }
+func (f *fakeFuture) commit(r *fakeRaft) { f.res = r.f.ApplyBytes(f.index, f.data); close(f.done) }
+func (f *fakeFuture) fail(err error)     { f.err = err; close(f.done) }
+
+func newFakeRaft(t *testing.T) *fakeRaft {
+	return &fakeRaft{f: fsm.New(fsm.Options{TempDir: t.TempDir()}), entries: make(chan *fakeFuture, 1000)}
+}
+
+func (r *fakeRaft) Apply(data []byte, _ time.Duration) raft.ApplyFuture {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.index++
+	f := &fakeFuture{data: data, index: r.index, done: make(chan struct{})}
+	r.entries <- f
+	return f
+}
+
+func (r *fakeRaft) next(t *testing.T) *fakeFuture {
+	t.Helper()
+	select {
+	case f := <-r.entries:
+		return f
+	case <-time.After(10 * time.Second):
+		t.Fatal("no entry proposed")
+		return nil
+	}
+}
+
+func encode(t *testing.T, c *fsmpb.Command) []byte {
+	t.Helper()
+	b, err := fsm.Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func createNS(t *testing.T, name string) []byte {
+	return encode(t, &fsmpb.Command{Op: &fsmpb.Command_CreateNamespace{CreateNamespace: &fsmpb.CreateNamespace{Name: name}}})
+}
+
+type got struct {
+	name string
+	res  *fsm.Result
+	err  error
+}
+
+// Commands that arrive while the in-flight limit is reached go out
+// together, in arrival order, as one Batch entry, and each caller gets its
+// own command's result.
+func TestPackerPacksWhatArrivesWhileInFlight(t *testing.T) {
+	r := newFakeRaft(t)
+	p := newPacker(r, packerConfig{MaxInFlight: 1})
+	defer p.shutdown()
+	out := make(chan got, 10)
+	propose := func(name string) {
+		res, err := p.propose(context.Background(), createNS(t, name))
+		out <- got{name, res, err}
+	}
+	go propose("first")
+	first := r.next(t) // in flight: the limit is reached
+	if _, err := fsm.Decode(first.data); err != nil {
+		t.Fatal(err)
+	}
+	// Queue five more, one after another (each is queued before the next
+	// starts, so the order is known). A duplicate fails on its own.
+	names := []string{"a", "b", "first", "c", "d"}
+	for _, n := range names {
+		go propose(n)
+		waitQueued(t, p, len(names[:indexOf(names, n)+1]))
+	}
+	first.commit(r)
+	if g := <-out; g.name != "first" || g.err != nil || g.res.Err != nil || g.res.Namespace.GetName() != "first" {
+		t.Fatalf("first: %+v", g)
+	}
+	e := r.next(t)
+	cmd, err := fsm.Decode(e.data)
+	if err != nil || cmd.GetBatch() == nil || len(cmd.GetBatch().Commands) != len(names) {
+		t.Fatalf("second entry is not a batch of %d: %v %v", len(names), cmd, err)
+	}
+	for i, c := range cmd.GetBatch().Commands {
+		sub, _ := fsm.Decode(c)
+		if sub.GetCreateNamespace().GetName() != names[i] {
+			t.Fatalf("batch command %d is %v, want %s", i, sub, names[i])
+		}
+	}
+	e.commit(r)
+	for range names {
+		g := <-out
+		if g.err != nil {
+			t.Fatalf("%s: %v", g.name, g.err)
+		}
+		if g.res.Index != e.index {
+			t.Errorf("%s: index %d, want the batch's %d", g.name, g.res.Index, e.index)
+		}
+		if g.name == "first" {
+			if g.res.Err == nil || g.res.Err.Code != fsm.CodeAlreadyExists {
+				t.Errorf("duplicate: %v, want AlreadyExists", g.res.Err)
+			}
+		} else if g.res.Err != nil || g.res.Namespace.GetName() != g.name {
+			t.Errorf("%s: got %v %v", g.name, g.res.Namespace, g.res.Err)
+		}
+	}
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+func waitQueued(t *testing.T, p *packer, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.mu.Lock()
+		q := len(p.queue)
+		p.mu.Unlock()
+		if q >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d queued, want %d", q, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Below the in-flight limit a command goes out at once, alone and as
+// itself (no batch wrapper): without load the log is what it always was.
+func TestPackerAloneGoesOutAtOnce(t *testing.T) {
+	r := newFakeRaft(t)
+	p := newPacker(r, packerConfig{MaxInFlight: 2})
+	defer p.shutdown()
+	out := make(chan got, 2)
+	go func() { res, err := p.propose(context.Background(), createNS(t, "x")); out <- got{"x", res, err} }()
+	a := r.next(t)
+	go func() { res, err := p.propose(context.Background(), createNS(t, "y")); out <- got{"y", res, err} }()
+	b := r.next(t) // proposed while a is still in flight
+	for _, e := range []*fakeFuture{a, b} {
+		cmd, _ := fsm.Decode(e.data)
+		if cmd.GetCreateNamespace() == nil {
+			t.Fatalf("entry %d: %v, want the command itself", e.index, cmd)
+		}
+	}
+	b.commit(r)
+	a.commit(r)
+	for i := 0; i < 2; i++ {
+		if g := <-out; g.err != nil || g.res.Err != nil {
+			t.Fatalf("%+v", g)
+		}
+	}
+}
+
+// A failed entry fails every command in it with Raft's error; shutdown fails
+// what was never handed to Raft with ErrNotLeader (certainly not in the
+// log), and propose after shutdown does too.
+func TestPackerFailures(t *testing.T) {
+	r := newFakeRaft(t)
+	p := newPacker(r, packerConfig{MaxInFlight: 1, MaxCommands: 2})
+	out := make(chan got, 10)
+	propose := func(name string) {
+		res, err := p.propose(context.Background(), createNS(t, name))
+		out <- got{name, res, err}
+	}
+	go propose("n0")
+	first := r.next(t)
+	for i := 1; i <= 4; i++ {
+		go propose(fmt.Sprint("n", i))
+	}
+	waitQueued(t, p, 4)
+	first.fail(raft.ErrLeadershipLost)
+	if g := <-out; g.name != "n0" || !errors.Is(g.err, raft.ErrLeadershipLost) {
+		t.Fatalf("%+v", g)
+	}
+	second := r.next(t) // two of the four (MaxCommands); two stay queued
+	stopped := make(chan struct{})
+	go func() { p.shutdown(); close(stopped) }()
+	for {
+		p.mu.Lock()
+		s := p.stopped
+		p.mu.Unlock()
+		if s {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	second.fail(raft.ErrLeadershipLost)
+	<-stopped
+	lost, notLeader := 0, 0
+	for i := 0; i < 4; i++ {
+		g := <-out
+		switch {
+		case errors.Is(g.err, raft.ErrLeadershipLost):
+			lost++
+		case errors.Is(g.err, raft.ErrNotLeader):
+			notLeader++
+		default:
+			t.Fatalf("%+v", g)
+		}
+	}
+	if lost != 2 || notLeader != 2 {
+		t.Fatalf("%d lost in flight, %d not proposed; want 2 and 2", lost, notLeader)
+	}
+	if _, err := p.propose(context.Background(), createNS(t, "late")); !errors.Is(err, raft.ErrNotLeader) {
+		t.Fatalf("after shutdown: %v", err)
+	}
+}
+
+// A caller whose context ends while its command is queued gets
+// errNotQueued, and the command never reaches Raft.
+func TestPackerCallerGivesUpWhileQueued(t *testing.T) {
+	r := newFakeRaft(t)
+	p := newPacker(r, packerConfig{MaxInFlight: 1})
+	defer p.shutdown()
+	out := make(chan got, 2)
+	go func() { res, err := p.propose(context.Background(), createNS(t, "a")); out <- got{"a", res, err} }()
+	first := r.next(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { res, err := p.propose(ctx, createNS(t, "b")); out <- got{"b", res, err} }()
+	waitQueued(t, p, 1)
+	cancel()
+	if g := <-out; g.name != "b" || !errors.Is(g.err, errNotQueued) || !errors.Is(g.err, context.Canceled) {
+		t.Fatalf("%+v", g)
+	}
+	first.commit(r)
+	if g := <-out; g.err != nil {
+		t.Fatal(g.err)
+	}
+	// The next entry is the next command, not the abandoned one.
+	go func() { res, err := p.propose(context.Background(), createNS(t, "c")); out <- got{"c", res, err} }()
+	e := r.next(t)
+	if cmd, _ := fsm.Decode(e.data); cmd.GetCreateNamespace().GetName() != "c" {
+		t.Fatalf("next entry %v, want c alone", cmd)
+	}
+	e.commit(r)
+	<-out
+}
