@@ -47,8 +47,9 @@ func TestEveryWorkloadRuns(t *testing.T) {
 			if r.Latency["acquire"].N == 0 || r.Latency["release"].N == 0 {
 				t.Errorf("pairs: no latencies: %+v", r.Latency)
 			}
-			if c, ok := r.Metrics.Get("commits_per_op"); !ok || c < 1.5 {
-				t.Errorf("pairs: commits per pair %v (%v), want about 2", c, ok)
+			// Two commands per pair, fewer entries when the leader packs them.
+			if c, ok := r.Metrics.Get("commits_per_op"); !ok || c <= 0 || c > 2.2 {
+				t.Errorf("pairs: commits per pair %v (%v), want above 0 and at most 2", c, ok)
 			}
 		case "handoff":
 			// One permit, four workers in FIFO order: every grant but the

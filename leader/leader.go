@@ -48,14 +48,13 @@ type Config struct {
 
 // Leader follows this node's leadership and runs a Term while it leads.
 type Leader struct {
-	cfg      Config
-	raft     *raft.Raft
-	fsm      *fsm.FSM
-	log      hclog.Logger
-	clock    *Clock
-	proposer *Proposer
-	reads    *readBatcher
-	skew     *SkewMonitor
+	cfg   Config
+	raft  *raft.Raft
+	fsm   *fsm.FSM
+	log   hclog.Logger
+	clock *Clock
+	reads *readBatcher
+	skew  *SkewMonitor
 
 	term atomic.Pointer[Term]
 
@@ -88,7 +87,7 @@ func New(cfg Config, r *raft.Raft, f *fsm.FSM) *Leader {
 		cfg.Clock = SystemSource()
 	}
 	c := NewClock(cfg.Clock)
-	l := &Leader{cfg: cfg, raft: r, fsm: f, log: cfg.Log, clock: c, proposer: NewProposer(r, c, cfg.ApplyTimeout), stop: make(chan struct{})}
+	l := &Leader{cfg: cfg, raft: r, fsm: f, log: cfg.Log, clock: c, stop: make(chan struct{})}
 	l.reads = newReadBatcher(func() error { return r.VerifyLeader().Error() })
 	l.skew = newSkewMonitor(f, cfg.Clock, cfg.LeaseGrace, func() bool { return l.term.Load() != nil }, cfg.Log)
 	return l
@@ -129,7 +128,6 @@ func (l *Leader) Start(leaderNotify <-chan bool) {
 func (l *Leader) Stop() {
 	l.stopOnce.Do(func() { close(l.stop) })
 	l.wg.Wait()
-	l.proposer.Close()
 }
 
 func (l *Leader) stepUp() {

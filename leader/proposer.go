@@ -23,8 +23,8 @@ type Proposer struct {
 	clock  *Clock
 }
 
-// NewProposer returns a proposer applying on r, stamping with c. Close it
-// when the node stops.
+// NewProposer returns a proposer applying on r, stamping with c. Each term
+// has its own; Close it when the term ends.
 func NewProposer(r *raft.Raft, c *Clock, applyTimeout time.Duration) *Proposer {
 	return &Proposer{packer: newPacker(r, packerConfig{ApplyTimeout: applyTimeout}), clock: c}
 }

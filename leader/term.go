@@ -17,12 +17,13 @@ import (
 // tracked and joined by end, so no goroutine of one term outlives it or
 // overlaps the next (Consul's leaderLoop.Wait()).
 type Term struct {
-	l      *Leader
-	ctx    context.Context // cancelled when the term ends
-	cancel context.CancelFunc
-	ready  chan struct{} // closed once the barrier and setup are done
-	q      *queues
-	kick   chan struct{}
+	l        *Leader
+	ctx      context.Context // cancelled when the term ends
+	cancel   context.CancelFunc
+	ready    chan struct{} // closed once the barrier and setup are done
+	q        *queues
+	proposer *Proposer
+	kick     chan struct{}
 
 	mu     sync.Mutex
 	closed bool
@@ -32,6 +33,8 @@ type Term struct {
 func newTerm(l *Leader) *Term {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Term{l: l, ctx: ctx, cancel: cancel, ready: make(chan struct{}), kick: make(chan struct{}, 1)}
+	// The term's own proposer: its packing goroutine is joined at the end.
+	t.proposer = NewProposer(l.raft, l.clock, l.cfg.ApplyTimeout)
 	t.q = newQueues(l.cfg.MaxWaiters, l.fsm, l.cfg.Observer)
 	t.q.proposeGrants = t.proposeGrants
 	return t
@@ -70,6 +73,9 @@ func (t *Term) begin() {
 func (t *Term) end() {
 	t.cancel()
 	t.q.failAll(errWaitLeadership)
+	// Nothing queued is proposed any more (NotLeader); entries in flight
+	// resolve (raft fails them as it steps down).
+	t.proposer.Close()
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()
@@ -144,7 +150,7 @@ func (t *Term) setupOnce() error {
 }
 
 func (t *Term) setupApply(cmd *fsmpb.Command) error {
-	_, err := t.l.proposer.Propose(t.ctx, cmd)
+	_, err := t.proposer.Propose(t.ctx, cmd)
 	return err
 }
 
@@ -190,7 +196,7 @@ func (t *Term) propose(ctx context.Context, cmd *fsmpb.Command) (*fsm.Result, er
 		// An ended term proposes nothing (raft may not have noticed yet).
 		return nil, errNotLeader
 	}
-	res, err := t.l.proposer.Propose(ctx, cmd)
+	res, err := t.proposer.Propose(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
