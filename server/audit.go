@@ -13,7 +13,9 @@ const auditMaxIDs = 100
 
 // auditor writes the audit trail: one structured line (logger "audit",
 // level info) per lease revoke, per expiry batch and per membership
-// change, with the ids involved and the Raft index that made it so.
+// change and per access-control change, with the ids involved and the
+// Raft index that made it so (a token's id, role and namespace: never its
+// secret nor the secret's hash).
 // Every node applies every command; only the leader's lines are written,
 // so the trail is the cluster's once (a line may be missing or doubled
 // around a leadership change). It never logs a credential or a fencing
@@ -70,6 +72,20 @@ func (a *auditor) line(index uint64, cmd *fsmpb.Command, res *fsm.Result) {
 		if res.Err == nil {
 			a.log.Info("member set", "index", index, "node_id", op.SetMember.GetNodeId(),
 				"raft_address", op.SetMember.GetRaftAddress(), "grpc_address", op.SetMember.GetGrpcAddress())
+		}
+	case *fsmpb.Command_AclBootstrap:
+		if res.Err == nil {
+			tk := op.AclBootstrap.GetToken()
+			a.log.Info("acl bootstrapped", "index", index, "token_id", tk.GetId(), "role", tk.GetRole(), "namespace", tk.GetNamespace())
+		}
+	case *fsmpb.Command_AclCreateToken:
+		if res.Err == nil {
+			tk := op.AclCreateToken.GetToken()
+			a.log.Info("acl token created", "index", index, "token_id", tk.GetId(), "role", tk.GetRole(), "namespace", tk.GetNamespace())
+		}
+	case *fsmpb.Command_AclRevokeToken:
+		if res.Err == nil {
+			a.log.Info("acl token revoked", "index", index, "token_id", op.AclRevokeToken.GetId())
 		}
 	case *fsmpb.Command_RemoveMember:
 		if res.Err == nil {
