@@ -111,6 +111,12 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	if err := cfg.Limits.Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkAdvertise("grpc", cfg.GRPCAddr, cfg.AdvertiseGRPC); err != nil {
+		return nil, err
+	}
+	if err := checkAdvertise("raft", cfg.RaftAddr, cfg.AdvertiseRaft); err != nil {
+		return nil, err
+	}
 	if cfg.InitialMembers != "" && cfg.Join != "" {
 		return nil, errors.New("--initial-members and --join exclude each other")
 	}

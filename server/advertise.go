@@ -1,0 +1,51 @@
+package server
+
+import (
+	"fmt"
+	"net"
+)
+
+// checkAdvertise refuses an advertised address that the node cannot be
+// reached at: when the listen address names a host (not a wildcard such
+// as 0.0.0.0, [::] or ""), the advertised host must be that host (a name
+// must resolve to it). Only hosts are compared: a port may differ (port
+// mapping, a proxy in front). With a wildcard bind, anything may be
+// advertised (containers advertise their service name).
+func checkAdvertise(flag, listen, advertise string) error {
+	if advertise == "" {
+		return nil
+	}
+	lh, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return fmt.Errorf("--%s-addr %q: %w", flag, listen, err)
+	}
+	ah, _, err := net.SplitHostPort(advertise)
+	if err != nil {
+		return fmt.Errorf("--advertise-%s %q: %w", flag, advertise, err)
+	}
+	lip := net.ParseIP(lh)
+	if lh == "" || (lip != nil && lip.IsUnspecified()) {
+		return nil
+	}
+	if lh == ah {
+		return nil
+	}
+	listenIPs, err := net.LookupIP(lh)
+	if err != nil {
+		return fmt.Errorf("--%s-addr %q: %w", flag, listen, err)
+	}
+	advIPs, err := net.LookupIP(ah)
+	if err != nil {
+		return fmt.Errorf("--advertise-%s %q does not resolve (%v), and the node listens only on %s: other nodes could not reach it",
+			flag, advertise, err, listen)
+	}
+	for _, a := range advIPs {
+		for _, l := range listenIPs {
+			if a.Equal(l) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("--advertise-%s %q is not an address this node listens on (--%s-addr %q binds only %s): other nodes and clients would dial an address nothing answers; advertise %s, or listen on 0.0.0.0",
+		flag, advertise, flag, listen, lh, lh)
+}

@@ -1,0 +1,45 @@
+package server
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestAdvertiseMustBeAListenAddress(t *testing.T) {
+	for _, c := range []struct {
+		listen, adv string
+		ok          bool
+	}{
+		{"127.0.0.1:7421", "", true},
+		{"127.0.0.1:7421", "127.0.0.1:9999", true}, // a port may differ
+		{"127.0.0.1:7421", "localhost:7421", true}, // a name that resolves to it
+		{"0.0.0.0:7421", "10.9.9.9:7421", true},    // wildcard: anything
+		{"[::]:7421", "n1:7421", true},
+		{":7421", "n1:7421", true},
+		{"127.0.0.1:7421", "127.0.0.2:7421", false}, // the case
+		{"127.0.0.1:7421", "no-such-host.invalid:7421", false},
+	} {
+		err := checkAdvertise("raft", c.listen, c.adv)
+		if (err == nil) != c.ok {
+			t.Errorf("listen %s advertise %s: %v, want ok=%v", c.listen, c.adv, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--advertise-raft") {
+			t.Errorf("error does not name the flag: %v", err)
+		}
+	}
+}
+
+// Start refuses the node before binding anything.
+func TestStartRefusesUnreachableAdvertise(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.GRPCAddr, cfg.RaftAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0", ""
+	cfg.AdvertiseRaft = "127.0.0.2:7421"
+	if _, err := Start(cfg, nil); err == nil || !strings.Contains(err.Error(), "not an address this node listens on") {
+		t.Fatalf("start: %v", err)
+	}
+	cfg.AdvertiseRaft, cfg.AdvertiseGRPC = "", "127.0.0.2:7420"
+	if _, err := Start(cfg, nil); err == nil || !strings.Contains(err.Error(), "--advertise-grpc") {
+		t.Fatalf("start: %v", err)
+	}
+}
