@@ -45,6 +45,11 @@ const (
 	// Superseded: a waiting acquire was replaced by a newer acquire of the
 	// same lease on the same semaphore. Code Aborted.
 	Superseded = "SUPERSEDED"
+	// WatchStalled: a WatchSemaphore stream took no message for the
+	// node's watch stall timeout and was cut off, so that a slow watcher
+	// never holds the leader back; reopening it reads the whole state
+	// again. Code ResourceExhausted.
+	WatchStalled = "WATCH_STALLED"
 )
 
 // Metadata keys of the ErrorInfo detail.

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/apierr"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -140,14 +141,19 @@ func (c *Client) watchLoop(ctx context.Context, req *pb.WatchSemaphoreRequest, i
 	}
 }
 
-// resumable: the stream ended for a reason that reopening can cure.
+// resumable: the stream ended for a reason that reopening can cure (a
+// leader change, a broken connection, a watcher cut off as too slow), not
+// a refusal (NotFound, InvalidArgument, PermissionDenied, the node's limit
+// of streams).
 func resumable(err error) bool {
 	if errors.Is(err, ErrClientClosed) {
 		return false
 	}
 	switch status.Code(err) {
-	case codes.Unavailable, codes.ResourceExhausted, codes.Aborted, codes.Internal, codes.Unknown:
+	case codes.Unavailable, codes.Aborted, codes.Internal, codes.Unknown:
 		return true
+	case codes.ResourceExhausted:
+		return apierr.ReasonOf(err) == apierr.WatchStalled
 	}
 	return false
 }

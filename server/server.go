@@ -188,7 +188,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		LeaseGrace:  cfg.ElectionTimeout * 2,
 		Clock:       cfg.Clock,
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(sec.peerDialCreds())},
-		Observer:    met.LeaderObserver(),
+		Observer:    observers{met.LeaderObserver(), queueFeed{feed}},
 		Authorize:   checker.authorize(),
 	}, node.Raft, f, log.Named("rpc"))
 	if sec.api != nil && sec.peer == nil && (len(peers) > 1 || cfg.Join != "") {
@@ -205,7 +205,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	}
 
 	lead := watch.NewLeadership(node.Raft, f, watch.LeadershipConfig{NodeID: cfg.NodeID, GRPCAddress: grpcAdv, InitialGRPC: initialGRPC})
-	ws := watch.New(watch.Config{NodeID: cfg.NodeID, StallTimeout: cfg.WatchStallTimeout, MaxWatchers: cfg.MaxWatchers,
+	ws := watch.New(watch.Config{NodeID: cfg.NodeID, StallTimeout: cfg.WatchStallTimeout, MaxWatchers: cfg.MaxWatchers, Queues: queuesOf(api),
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(sec.peerDialCreds())}}, f, feed, lead, log.Named("watch"))
 	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, Watch: ws, feed: feed, lead: lead, Metrics: met, done: make(chan struct{}), sec: sec}
 	unary := []grpc.UnaryServerInterceptor{met.UnaryInterceptor(), s.diskFullUnary}

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grackle-coord/grackle/client"
+	"github.com/grackle-coord/grackle/leader"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/rpc"
 	"github.com/grackle-coord/grackle/watch"
@@ -42,3 +43,51 @@ func (s *Server) uiBackend(ctx context.Context) (webui.Backend, error) {
 	s.uiClient.Store(c)
 	return c, nil
 }
+
+// leaderQueues reads one leader term's waiter queues for the watch
+// package (calls still deciding whether they must wait are not waiters).
+type leaderQueues struct{ t *leader.Term }
+
+func (q leaderQueues) Waiters(ns, sem string) []watch.QueuedWaiter {
+	ws := q.t.Waiters(ns, sem)
+	out := make([]watch.QueuedWaiter, 0, len(ws))
+	for _, w := range ws {
+		if w.State == leader.Proposed {
+			continue
+		}
+		out = append(out, watch.QueuedWaiter{Seq: w.Seq, LeaseID: w.LeaseID, Weight: w.Weight,
+			Since: w.Since.UnixNano(), Deadline: w.Deadline.UnixNano()})
+	}
+	return out
+}
+
+// queuesOf returns the queues of api's current term, nil between terms.
+func queuesOf(api *rpc.Service) func() watch.Queues {
+	return func() watch.Queues {
+		if t := api.Leader().Term(); t != nil {
+			return leaderQueues{t}
+		}
+		return nil
+	}
+}
+
+// observers passes the leader's events to each of its observers.
+type observers []leader.Observer
+
+func (os observers) WaiterEvent(e leader.WaiterEvent) {
+	for _, o := range os {
+		o.WaiterEvent(e)
+	}
+}
+
+func (os observers) ExpiryEvent(e leader.ExpiryEvent) {
+	for _, o := range os {
+		o.ExpiryEvent(e)
+	}
+}
+
+// queueFeed wakes the watchers of a semaphore whose queue changed.
+type queueFeed struct{ feed *watch.Feed }
+
+func (q queueFeed) WaiterEvent(e leader.WaiterEvent) { q.feed.QueueChanged(e.Key) }
+func (queueFeed) ExpiryEvent(leader.ExpiryEvent)     {}

@@ -70,14 +70,16 @@ func (fd *Feed) Close() {
 type Sub struct {
 	key     fsm.SemKey
 	changes atomic.Uint64
+	queue   atomic.Bool // the waiter queue changed since the last Take
 	wake    chan struct{}
 }
 
 // Wake fires (coalesced: one pending wake-up at most) after a change.
 func (s *Sub) Wake() <-chan struct{} { return s.wake }
 
-// Take returns the changes noted since the last Take and resets them.
-func (s *Sub) Take() uint64 { return s.changes.Swap(0) }
+// Take returns the changes noted since the last Take, and whether the
+// waiter queue was one of them, and resets both.
+func (s *Sub) Take() (changes uint64, queue bool) { return s.changes.Swap(0), s.queue.Swap(false) }
 
 // Note records n changes and wakes the subscriber. It never blocks.
 func (s *Sub) Note(n uint64) {
@@ -290,4 +292,19 @@ func (o *FSM) Restore(rc io.ReadCloser) error {
 	err := o.BatchingFSM.Restore(rc)
 	o.feed.everything()
 	return err
+}
+
+// QueueChanged wakes the subscribers of key after its waiter queue changed
+// (a waiter queued, granted or gone: leader memory, no Raft entry of its
+// own). It never blocks: the leader calls it with a queue's lock held.
+func (fd *Feed) QueueChanged(key fsm.SemKey) {
+	if fd.nsubs.Load() == 0 {
+		return
+	}
+	fd.subMu.RLock()
+	for s := range fd.subs[key] {
+		s.queue.Store(true)
+		s.Note(1)
+	}
+	fd.subMu.RUnlock()
 }

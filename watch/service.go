@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
@@ -106,8 +107,9 @@ const LeaderAddressKey = "grackle-leader-address"
 
 const forwardedKey = "grackle-forwarded"
 
-// unavailable is the retryable "not here" error, naming the leader when
-// known (message and trailer), as every call of the API does.
+// unavailable is the retryable "not here" error of the error contract
+// (apierr.NotLeader: nothing was written), naming the leader when known
+// (ErrorInfo metadata, message, and trailer) as every call of the API does.
 func (s *Service) unavailable(ctx context.Context, why, id, addr string) error {
 	msg := fmt.Sprintf("node %s: %s", s.cfg.NodeID, why)
 	if addr != "" {
@@ -116,16 +118,20 @@ func (s *Service) unavailable(ctx context.Context, why, id, addr string) error {
 	} else {
 		msg += "; no leader is known right now"
 	}
-	return status.Error(codes.Unavailable, msg)
+	return apierr.New(codes.Unavailable, apierr.NotLeader, s.cfg.NodeID, apierr.Leader{ID: id, Address: addr}, msg)
 }
 
-func (s *Service) notLeader(ctx context.Context) error {
+// elsewhere is unavailable naming the leader this node knows of (never
+// itself).
+func (s *Service) elsewhere(ctx context.Context, why string) error {
 	id, addr := s.lead.Leader()
 	if id == s.cfg.NodeID {
 		id, addr = "", ""
 	}
-	return s.unavailable(ctx, "not the leader", id, addr)
+	return s.unavailable(ctx, why, id, addr)
 }
+
+func (s *Service) notLeader(ctx context.Context) error { return s.elsewhere(ctx, "not the leader") }
 
 func statusOf(err error) error {
 	var fe *fsm.Error
@@ -238,7 +244,7 @@ func (s *Service) ListSemaphoreWaiters(ctx context.Context, r *pb.ListSemaphoreW
 	if _, _, _, err := s.fsm.SemaphoreView(r.NamespaceName, r.SemaphoreName, now, 0); err != nil {
 		return nil, statusOf(err)
 	}
-	q, err := s.queues(term)
+	q, err := s.queues(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -261,14 +267,15 @@ func (s *Service) notReady(ctx context.Context, err error) error {
 	return s.notLeader(ctx)
 }
 
-// queues returns the current term's queues, or an error to answer.
-func (s *Service) queues(term *Term) (Queues, error) {
+// queues returns the current term's queues, or the error to answer: a
+// node between terms has none (the new leader's are elsewhere).
+func (s *Service) queues(ctx context.Context) (Queues, error) {
 	var q Queues
 	if s.cfg.Queues != nil {
 		q = s.cfg.Queues()
 	}
 	if q == nil {
-		return nil, status.Error(codes.Unimplemented, "this node cannot read its waiter queues")
+		return nil, s.elsewhere(ctx, "leadership changed: this node holds no waiter queue now")
 	}
 	return q, nil
 }

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
@@ -59,13 +61,16 @@ func (s *Service) WatchSemaphore(r *pb.WatchSemaphoreRequest, stream grpc.Server
 	var lastIndex uint64
 	for {
 		if dirty && !busy {
-			changes := sub.Take()
-			m, err := s.state(term, key)
+			changes, queue := sub.Take()
+			m, err := s.state(ctx, key)
 			if err != nil {
 				return err
 			}
 			dirty = false
-			if initial || m.RaftIndex > lastIndex {
+			// An apply that this stream's first read already saw wakes it
+			// once more: nothing new, nothing sent. A queue change has no
+			// entry of its own: it is sent with the index it sees.
+			if initial || m.RaftIndex > lastIndex || queue {
 				m.Initial, initial = initial, false
 				m.Changes = max(changes, 1)
 				lastIndex = m.RaftIndex
@@ -85,8 +90,8 @@ func (s *Service) WatchSemaphore(r *pb.WatchSemaphoreRequest, stream grpc.Server
 			stall.Stop()
 		case <-stall.C:
 			s.log.Warn("watcher cut off: it took no message for too long", "semaphore", key.Semaphore, "stall", s.cfg.StallTimeout)
-			return status.Errorf(codes.ResourceExhausted,
-				"watch: the stream took no message for %v (a slow watcher is cut off so it never holds the leader back); reopen it to read the whole state again", s.cfg.StallTimeout)
+			return apierr.New(codes.ResourceExhausted, apierr.WatchStalled, s.cfg.NodeID, apierr.Leader{},
+				fmt.Sprintf("watch: the stream took no message for %v (a slow watcher is cut off so it never holds the leader back); reopen it to read the whole state again", s.cfg.StallTimeout))
 		case <-term.Done():
 			// Name the next leader if one is known soon, so the client
 			// goes straight there.
@@ -103,24 +108,26 @@ func (s *Service) WatchSemaphore(r *pb.WatchSemaphoreRequest, stream grpc.Server
 	}
 }
 
-// state reads the whole watched state of key.
-func (s *Service) state(term *Term, key fsm.SemKey) (*pb.WatchSemaphoreResponse, error) {
+// state reads the whole watched state of key: the state machine's view,
+// then the queue (which the leader changes only after the entries it
+// reacts to have applied, so the queue is at least as new as the view).
+func (s *Service) state(ctx context.Context, key fsm.SemKey) (*pb.WatchSemaphoreResponse, error) {
 	now := time.Now().UnixNano()
 	sem, holders, idx, err := s.fsm.SemaphoreView(key.Namespace, key.Semaphore, now, MaxListed)
 	if err != nil {
 		return nil, statusOf(err)
 	}
 	m := &pb.WatchSemaphoreResponse{RaftIndex: idx, Semaphore: sem, Holders: holders}
-	if s.cfg.Queues != nil {
-		if q := s.cfg.Queues(); q != nil {
-			all := q.Waiters(key.Namespace, key.Semaphore)
-			m.WaitersCount = int64(len(all))
-			if len(all) > MaxListed {
-				all = all[:MaxListed]
-			}
-			m.Waiters = s.describe(key.Namespace, key.Semaphore, all, 0)
-		}
+	q, err := s.queues(ctx)
+	if err != nil {
+		return nil, err
 	}
+	all := q.Waiters(key.Namespace, key.Semaphore)
+	m.WaitersCount = int64(len(all))
+	if len(all) > MaxListed {
+		all = all[:MaxListed]
+	}
+	m.Waiters = s.describe(key.Namespace, key.Semaphore, all, 0)
 	return m, nil
 }
 

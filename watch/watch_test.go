@@ -100,10 +100,21 @@ func openWatchSlow(t *testing.T, c pb.GrackleServiceClient, ctx context.Context,
 // waitFor waits for a message that satisfies cond and returns it.
 func (s *stream) waitFor(what string, cond func(*pb.WatchSemaphoreResponse) bool) *pb.WatchSemaphoreResponse {
 	s.t.Helper()
+	return s.waitAfter(nil, what, cond)
+}
+
+// waitAfter is waitFor among the messages that came after prev.
+func (s *stream) waitAfter(prev *pb.WatchSemaphoreResponse, what string, cond func(*pb.WatchSemaphoreResponse) bool) *pb.WatchSemaphoreResponse {
+	s.t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
 		s.mu.Lock()
+		after := prev == nil
 		for _, m := range s.msgs {
+			if !after {
+				after = m == prev
+				continue
+			}
 			if cond(m) {
 				s.mu.Unlock()
 				return m

@@ -114,7 +114,7 @@ func (a *app) runLocked(ctx context.Context, r runSpec) error {
 		g, err = semaphore.TryAcquire(tctx, r.weight)
 		cancel()
 	} else {
-		stop := a.waitStatus(fmt.Sprintf("%d permit(s) of %s/%s", r.weight, r.ns, r.sem), r.wait)
+		stop := a.waitStatusInQueue(cli, fmt.Sprintf("%d permit(s) of %s/%s", r.weight, r.ns, r.sem), r.wait, r.ns, r.sem, sess.LeaseID())
 		actx, cancel := context.WithTimeout(ctx, r.wait)
 		g, err = semaphore.Acquire(actx, r.weight)
 		cancel()

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/grackle-coord/grackle/internal/statusline"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -266,8 +265,15 @@ call failed, 2 bad input.`,
 			}
 			waitFor := time.Duration(secs) * time.Second
 			stop := func() {}
-			if secs > 0 {
-				stop = a.waitStatus(fmt.Sprintf("%d permit(s) of %s/%s", weight, args[0], args[1]), waitFor)
+			if secs > 0 && a.statusLine().Enabled() {
+				// The status line follows the call's place in the queue.
+				dctx, cancel := context.WithTimeout(cmdContext(cmd), a.timeout)
+				cli, err := a.client(dctx)
+				cancel()
+				if err != nil {
+					return callError(cmdContext(cmd), err)
+				}
+				stop = a.waitStatusInQueue(cli, fmt.Sprintf("%d permit(s) of %s/%s", weight, args[0], args[1]), waitFor, args[0], args[1], lease)
 			}
 			resp, err := call(a, cmd, waitFor, func(ctx context.Context, c clients) (*pb.AcquireSemaphoreResponse, error) {
 				return c.api.AcquireSemaphore(ctx, &pb.AcquireSemaphoreRequest{
@@ -290,16 +296,6 @@ call failed, 2 bad input.`,
 	durationVar(cmd.Flags(), &wait, "wait", 0, "how long the server waits for the permits (0 = try once; at most the server's maximum, 300s by default)")
 	metadataFlag(cmd.Flags(), &md, "holder")
 	return cmd
-}
-
-// waitStatus shows, on a terminal and without --quiet, how long a wait
-// for what has lasted and how much of wait is left; the returned stop
-// erases it.
-func (a *app) waitStatus(what string, wait time.Duration) (stop func()) {
-	line := a.statusLine()
-	start := time.Now()
-	w := statusline.Waiting{What: what, Since: start, Deadline: start.Add(wait)}
-	return line.Show(250*time.Millisecond, 250*time.Millisecond, func() string { return w.Text(time.Now()) })
 }
 
 // acquireResult is nil when resp acquired, else an exit-3 error that says why.

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/grackle-coord/grackle/client"
+	"github.com/grackle-coord/grackle/internal/statusline"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -161,4 +163,56 @@ func watchLine(u client.WatchUpdate, now time.Time) string {
 		fmt.Fprintf(&b, " [%s]", strings.Join(ws, " "))
 	}
 	return b.String()
+}
+
+// waitStatusInQueue is waitStatus with the call's place in the queue
+// ("position 2 of 3 in the queue"), followed through a watch of the
+// semaphore while the status line shows (on a terminal, without --quiet).
+func (a *app) waitStatusInQueue(cli *client.Client, what string, wait time.Duration, ns, sem, lease string) (stop func()) {
+	line := a.statusLine()
+	if !line.Enabled() {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	place := ""
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for u := range cli.Watch(ctx, ns, sem) {
+			if u.Err != nil {
+				return
+			}
+			p := queuePlace(u.State, lease)
+			mu.Lock()
+			place = p
+			mu.Unlock()
+		}
+	}()
+	start := time.Now()
+	w := statusline.Waiting{What: what, Since: start, Deadline: start.Add(wait), Extra: func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return place
+	}}
+	stopLine := line.Show(250*time.Millisecond, 250*time.Millisecond, func() string { return w.Text(time.Now()) })
+	return func() {
+		cancel()
+		<-done
+		stopLine()
+	}
+}
+
+// queuePlace says where lease waits in a watched state ("" when it does
+// not wait there).
+func queuePlace(m *pb.WatchSemaphoreResponse, lease string) string {
+	for _, w := range m.GetWaiters() {
+		if w.GetLeaseId() == lease {
+			return fmt.Sprintf("position %d of %d in the queue", w.GetPosition(), m.GetWaitersCount())
+		}
+	}
+	if n := m.GetWaitersCount(); n > int64(len(m.GetWaiters())) {
+		return fmt.Sprintf("behind the first %d of %d in the queue", len(m.GetWaiters()), n)
+	}
+	return ""
 }
