@@ -20,6 +20,7 @@ import (
 
 	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
+	"github.com/grackle-coord/grackle/leader"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/version"
 )
@@ -34,6 +35,9 @@ type Config struct {
 	DialOptions []grpc.DialOption
 	// ProbeTimeout bounds each member probe of GetClusterStatus.
 	ProbeTimeout time.Duration
+	// Skew reports this node's measured clock skew with the leader
+	// (leader.Leader.Skew); nil: not reported.
+	Skew func() leader.Skew
 }
 
 // Service implements pb.ClusterServiceServer around the rpc package's.
@@ -114,10 +118,17 @@ func (s *Service) selfInfo() *pb.GetNodeInfoResponse {
 	} else if t := s.raft.LastContact(); !t.IsZero() {
 		lc = time.Since(t).Milliseconds()
 	}
-	_, leader := s.raft.LeaderWithID()
-	return &pb.GetNodeInfoResponse{NodeId: s.cfg.NodeID, Version: v.Version, Revision: v.Revision, GoVersion: v.GoVersion,
+	_, leaderID := s.raft.LeaderWithID()
+	out := &pb.GetNodeInfoResponse{NodeId: s.cfg.NodeID, Version: v.Version, Revision: v.Revision, GoVersion: v.GoVersion,
 		RaftState: stateName(st), Term: s.raft.CurrentTerm(), CommitIndex: s.raft.CommitIndex(), AppliedIndex: s.fsm.AppliedIndex(),
-		LastContactMs: lc, LeaderId: string(leader)}
+		LastContactMs: lc, LeaderId: string(leaderID)}
+	if s.cfg.Skew != nil {
+		if sk := s.cfg.Skew(); !sk.At.IsZero() {
+			ms := sk.Offset.Milliseconds()
+			out.LeaderClockSkewMs = &ms
+		}
+	}
+	return out
 }
 
 func stateName(st raft.RaftState) string {

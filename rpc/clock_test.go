@@ -51,3 +51,23 @@ func TestLeaderClockSurvivesWallJumps(t *testing.T) {
 		return status.Code(err) == codes.NotFound
 	})
 }
+
+// A follower measures its clock against the leader's stamped now and
+// reports it in GetNodeInfo; the leader reports none.
+func TestFollowerReportsClockSkew(t *testing.T) {
+	c := servertest.Start(t, 3, nil)
+	li, fi := c.Leader(), c.Follower()
+	must(c.Client(li).CreateNamespace(ctxT(t), &pb.CreateNamespaceRequest{Name: "skew"}))
+	servertest.Eventually(t, "a skew measurement on the follower", 20*time.Second, func() bool {
+		must(c.Client(li).CreateSemaphoreLease(ctxT(t), &pb.CreateSemaphoreLeaseRequest{NamespaceName: "skew", ProcessId: "p", TtlSeconds: 60}))
+		ni := must(c.ClusterClient(fi).GetNodeInfo(ctxT(t), &pb.GetNodeInfoRequest{}))
+		return ni.LeaderClockSkewMs != nil
+	})
+	ni := must(c.ClusterClient(fi).GetNodeInfo(ctxT(t), &pb.GetNodeInfoRequest{}))
+	if d := time.Duration(*ni.LeaderClockSkewMs) * time.Millisecond; d > 5*time.Second || d < -5*time.Second {
+		t.Fatalf("skew on one machine: %v", d)
+	}
+	if ni := must(c.ClusterClient(li).GetNodeInfo(ctxT(t), &pb.GetNodeInfoRequest{})); ni.LeaderClockSkewMs != nil {
+		t.Fatalf("the leader reports a skew with itself: %d", *ni.LeaderClockSkewMs)
+	}
+}

@@ -224,7 +224,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	}
 	gs := grpc.NewServer(opts...)
 	pb.RegisterGrackleServiceServer(gs, grackleAPI{Service: api, watch: ws})
-	adm := admin.New(admin.Config{NodeID: cfg.NodeID, InitialGRPC: initialGRPC,
+	adm := admin.New(admin.Config{NodeID: cfg.NodeID, InitialGRPC: initialGRPC, Skew: api.Leader().Skew,
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(sec.peerDialCreds())}}, api, node.Raft, f, node.Snapshots, log.Named("admin"))
 	pb.RegisterClusterServiceServer(gs, adm)
 	pb.RegisterACLServiceServer(gs, api)

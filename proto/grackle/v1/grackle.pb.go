@@ -3405,8 +3405,13 @@ type GetNodeInfoResponse struct {
 	// leader, -1 never).
 	LastContactMs int64  `protobuf:"varint,9,opt,name=last_contact_ms,json=lastContactMs,proto3" json:"last_contact_ms,omitempty"`
 	LeaderId      string `protobuf:"bytes,10,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// On a follower: its wall clock minus the leader's stamped `now` of an
+	// entry it applied recently (positive: this node is ahead), in
+	// milliseconds; absent on the leader and before any measurement
+	// (docs/CLOCKS.md).
+	LeaderClockSkewMs *int64 `protobuf:"varint,11,opt,name=leader_clock_skew_ms,json=leaderClockSkewMs,proto3,oneof" json:"leader_clock_skew_ms,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GetNodeInfoResponse) Reset() {
@@ -3507,6 +3512,13 @@ func (x *GetNodeInfoResponse) GetLeaderId() string {
 		return x.LeaderId
 	}
 	return ""
+}
+
+func (x *GetNodeInfoResponse) GetLeaderClockSkewMs() int64 {
+	if x != nil && x.LeaderClockSkewMs != nil {
+		return *x.LeaderClockSkewMs
+	}
+	return 0
 }
 
 type SaveSnapshotRequest struct {
@@ -3949,7 +3961,7 @@ const file_grackle_v1_grackle_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"9\n" +
 	"\x1aTransferLeadershipResponse\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"\x14\n" +
-	"\x12GetNodeInfoRequest\"\xc3\x02\n" +
+	"\x12GetNodeInfoRequest\"\x92\x03\n" +
 	"\x13GetNodeInfoResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -3963,7 +3975,9 @@ const file_grackle_v1_grackle_proto_rawDesc = "" +
 	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\x12&\n" +
 	"\x0flast_contact_ms\x18\t \x01(\x03R\rlastContactMs\x12\x1b\n" +
 	"\tleader_id\x18\n" +
-	" \x01(\tR\bleaderId\"\x15\n" +
+	" \x01(\tR\bleaderId\x124\n" +
+	"\x14leader_clock_skew_ms\x18\v \x01(\x03H\x00R\x11leaderClockSkewMs\x88\x01\x01B\x17\n" +
+	"\x15_leader_clock_skew_ms\"\x15\n" +
 	"\x13SaveSnapshotRequest\"*\n" +
 	"\x14SaveSnapshotResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"\xb1\x01\n" +
@@ -4190,6 +4204,7 @@ func file_grackle_v1_grackle_proto_init() {
 	if File_grackle_v1_grackle_proto != nil {
 		return
 	}
+	file_grackle_v1_grackle_proto_msgTypes[55].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
