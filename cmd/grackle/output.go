@@ -192,9 +192,9 @@ func scalarJSON(fd protoreflect.FieldDescriptor, v protoreflect.Value) any {
 		if isTimestamp(fd) {
 			return strconv.FormatInt(v.Int(), 10)
 		}
-		return json.Number(strconv.FormatInt(v.Int(), 10))
+		return v.Int() // a JSON number; a Go int64 for -o template ({{gt .x 5}})
 	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
-		return json.Number(strconv.FormatUint(v.Uint(), 10))
+		return v.Uint()
 	case protoreflect.BytesKind:
 		return base64.StdEncoding.EncodeToString(v.Bytes())
 	default:

@@ -229,6 +229,11 @@ func TestTemplateOutput(t *testing.T) {
 	if out != "partner_1 20 payments 2023-09-27T14:50:39.671432Z\n" {
 		t.Fatalf("got %q", out)
 	}
+	// Counts are numbers a template can compare.
+	out, _ = renderString(t, `template={{if gt .semaphore.active_holds 2}}busy{{else}}free{{end}} {{len .semaphore.metadata}}`, v)
+	if out != "busy 1\n" {
+		t.Fatalf("got %q", out)
+	}
 	// A field that does not exist is an error (exit 2), not "<no value>".
 	var buf bytes.Buffer
 	err := render(&buf, &buf, "template={{.semaphore.nope}}", testNow, v)
