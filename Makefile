@@ -27,6 +27,11 @@ run: build ## one single-node Grackle with every default
 bench: ## state-machine benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./fsm/
 
+.PHONY: bench-large
+bench-large: ## 1M leases: fsm snapshot/restore/heap per lease, then a real node's RSS and a new node's catch-up by snapshot (tens of minutes)
+	GRACKLE_BENCH_LARGE=1 $(GO) test -run '^$$' -bench 'Snapshot1M|Restore1M|HeapPerLease' -benchtime 1x -benchmem -timeout 30m ./fsm/
+	GRACKLE_BENCH_LARGE=1 $(GO) test -run '^$$' -bench LargeState -benchtime 1x -timeout 90m ./e2e/
+
 # protoc comes from Debian's protobuf-compiler; the plugins are pinned as
 # `tool` dependencies in go.mod, so the output is reproducible byte for byte.
 proto: ## regenerate proto/**/*.pb.go

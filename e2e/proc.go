@@ -75,6 +75,7 @@ type Node struct {
 	Raft     string
 	DataDir  string
 	Args     []string
+	Env      []string // added to this process's environment (e.g. GOMEMLIMIT)
 	LogPath  string
 	cmd      *exec.Cmd
 	waitDone chan struct{}
@@ -120,6 +121,9 @@ func (p *Proc) Start(i int) {
 		p.t.Fatal(err)
 	}
 	cmd := exec.Command(p.bin, nd.Args...)
+	if len(nd.Env) > 0 {
+		cmd.Env = append(os.Environ(), nd.Env...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		p.t.Fatal(err)
