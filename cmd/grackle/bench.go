@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/grackle-coord/grackle/bench"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
@@ -135,7 +134,7 @@ func isTerminal(w io.Writer) bool {
 // grackleBackend connects to the leader (asked of the first reachable
 // endpoint), and with spread to every endpoint, conns times each.
 func (a *app) grackleBackend(ctx context.Context, spread bool, conns int) (*bench.Grackle, func(), error) {
-	first, _, err := dialFirst(ctx, a.endpoints, connectTimeout)
+	first, _, err := dialFirst(ctx, a.endpoints, connectTimeout, a)
 	if err != nil {
 		return nil, nil, callError(ctx, err)
 	}
@@ -158,7 +157,7 @@ func (a *app) grackleBackend(ctx context.Context, spread bool, conns int) (*benc
 		}
 	}
 	dial := func(t string) (*grpc.ClientConn, error) {
-		c, err := grpc.NewClient(t, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		c, err := grpc.NewClient(t, a.dialOptions(nil)...) // --cacert/--cert/--key, --token
 		if err != nil {
 			closeAll()
 			return nil, &exitError{code: exitCallFailed, msg: oneLine(fmt.Sprintf("%s: %v", t, err))}
