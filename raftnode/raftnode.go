@@ -215,7 +215,7 @@ const DefaultShutdownTimeout = 10 * time.Second
 // ShutdownTimeout (default DefaultShutdownTimeout): if Raft has not stopped
 // by then (it waits for its replication goroutines, which wait on their
 // peers), Close returns an error naming what it still waited for and
-// leaves the stores open for the exiting process to drop.
+// leaves the stores open until Raft does stop.
 func (n *Node) Close() error {
 	timeout := n.ShutdownTimeout
 	if timeout <= 0 {
@@ -233,11 +233,17 @@ func (n *Node) Close() error {
 		n.closeStores()
 		return err
 	case <-time.After(timeout):
+		// Close the stores if Raft stops after all (a restart in the same
+		// process can then open them).
+		go func() {
+			<-done
+			n.closeStores()
+		}()
 		what := "its main loop and FSM apply"
 		if len(peers) > 0 {
 			what = "replication to " + strings.Join(peers, ", ") + ", and " + what
 		}
-		return fmt.Errorf("raftnode: raft did not stop within %v; still waiting for %s (stores left open)", timeout, what)
+		return fmt.Errorf("raftnode: raft did not stop within %v; still waiting for %s (stores closed once it does)", timeout, what)
 	}
 }
 

@@ -73,10 +73,16 @@ func (s *Service) members() ([]*pb.Member, error) {
 // AddMember adds a node to the Raft configuration (through the leader) and
 // replicates its gRPC address.
 func (s *Service) AddMember(ctx context.Context, r *pb.AddMemberRequest) (*pb.AddMemberResponse, error) {
-	if r.NodeId == "" || r.RaftAddress == "" || r.GrpcAddress == "" {
-		return nil, status.Error(codes.InvalidArgument, "node_id, raft_address and grpc_address: all three are required")
+	if err := checkAddMember(r); err != nil {
+		return nil, err
 	}
 	return serve(s, ctx, clusterRPC(r, pb.ClusterServiceClient.AddMember), func(t *leader.Term) (*pb.AddMemberResponse, error) {
+		if exists, err := s.existingMember(r); err != nil {
+			return nil, err
+		} else if exists {
+			ms, err := s.members()
+			return &pb.AddMemberResponse{Members: ms}, err
+		}
 		var f raft.IndexFuture
 		if r.Voter {
 			f = s.raft.AddVoter(raft.ServerID(r.NodeId), raft.ServerAddress(r.RaftAddress), 0, 30*time.Second)
@@ -98,8 +104,8 @@ func (s *Service) AddMember(ctx context.Context, r *pb.AddMemberRequest) (*pb.Ad
 
 // RemoveMember removes a node from the Raft configuration.
 func (s *Service) RemoveMember(ctx context.Context, r *pb.RemoveMemberRequest) (*pb.RemoveMemberResponse, error) {
-	if r.NodeId == "" {
-		return nil, status.Error(codes.InvalidArgument, "node_id: required")
+	if err := firstInvalid(fsm.ValidateName("node_id", r.NodeId)); err != nil {
+		return nil, err
 	}
 	return serve(s, ctx, clusterRPC(r, pb.ClusterServiceClient.RemoveMember), func(t *leader.Term) (*pb.RemoveMemberResponse, error) {
 		found := false
@@ -127,7 +133,17 @@ func (s *Service) RemoveMember(ctx context.Context, r *pb.RemoveMemberRequest) (
 // TransferLeadership hands leadership to node_id (empty: any up-to-date
 // voter) and reports the new leader.
 func (s *Service) TransferLeadership(ctx context.Context, r *pb.TransferLeadershipRequest) (*pb.TransferLeadershipResponse, error) {
+	if r.NodeId != "" {
+		if err := firstInvalid(fsm.ValidateName("node_id", r.NodeId)); err != nil {
+			return nil, err
+		}
+	}
 	return serve(s, ctx, clusterRPC(r, pb.ClusterServiceClient.TransferLeadership), func(*leader.Term) (*pb.TransferLeadershipResponse, error) {
+		done, err := s.transfers.begin(time.Now())
+		if err != nil {
+			return nil, err
+		}
+		defer done()
 		var f raft.Future
 		if r.NodeId == "" {
 			f = s.raft.LeadershipTransfer()

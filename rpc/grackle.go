@@ -178,7 +178,7 @@ func (s *Service) ReleaseSemaphore(ctx context.Context, r *pb.ReleaseSemaphoreRe
 // ---- leases ----
 
 func (s *Service) CreateSemaphoreLease(ctx context.Context, r *pb.CreateSemaphoreLeaseRequest) (*pb.CreateSemaphoreLeaseResponse, error) {
-	if err := firstInvalid(fsm.ValidateName("namespace_name", r.NamespaceName), fsm.ValidateProcessID("process_id", r.ProcessId),
+	if err := firstInvalid(fsm.ValidateName("namespace_name", r.NamespaceName), fsm.ValidateProcessID("process_id", r.ProcessId), checkPrintable("process_id", r.ProcessId),
 		fsm.ValidateTTL("ttl_seconds", r.TtlSeconds, s.cfg.Limits.MaxTTLSeconds)); err != nil {
 		return nil, err
 	}
@@ -229,7 +229,7 @@ func (s *Service) ListSemaphoreLeases(ctx context.Context, r *pb.ListSemaphoreLe
 		return nil, err
 	}
 	if r.ProcessId != "" {
-		if err := firstInvalid(fsm.ValidateProcessID("process_id", r.ProcessId)); err != nil {
+		if err := firstInvalid(fsm.ValidateProcessID("process_id", r.ProcessId), checkPrintable("process_id", r.ProcessId)); err != nil {
 			return nil, err
 		}
 	}

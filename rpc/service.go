@@ -64,6 +64,8 @@ type Service struct {
 	log  hclog.Logger
 	lead *leader.Leader
 	fwd  forwarding
+
+	transfers transferGate // one leadership transfer at a time, rate-limited
 }
 
 // New creates the service. Call Start to follow leadership changes.

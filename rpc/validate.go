@@ -1,6 +1,8 @@
 package rpc
 
 import (
+	"unicode"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -29,6 +31,21 @@ func checkLimit(limit int32) error {
 func checkTimeout(field string, v, max int64) error {
 	if v < 0 || v > max {
 		return status.Errorf(codes.InvalidArgument, "%s: must be 0..%d, got %d", field, max, v)
+	}
+	return nil
+}
+
+// checkPrintable refuses what docs/API.md's "printable" excludes beyond
+// control characters: Unicode separators (U+2028, U+2029), format
+// characters such as bidi overrides (U+202E) and zero-width spaces
+// (U+200B), and every other rune unicode.IsPrint rejects. It is checked
+// here, at the API, and not in the state machine, so that log entries
+// written by older servers still apply the same.
+func checkPrintable(field, v string) error {
+	for i, r := range v {
+		if r >= 0x80 && !unicode.IsPrint(r) {
+			return status.Errorf(codes.InvalidArgument, "%s: must be printable, found %U at byte %d", field, r, i)
+		}
 	}
 	return nil
 }

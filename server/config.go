@@ -72,6 +72,10 @@ type Config struct {
 	HandshakeTimeout time.Duration // TLS + HTTP/2 handshake, first request line (default 10 s)
 	IdleTimeout      time.Duration // a connection with no call in flight is closed after this (default 5 min)
 
+	// ShutdownTimeout bounds the wait for Raft to stop on Close (default
+	// 10 s); past it Close returns an error naming what it waited for.
+	ShutdownTimeout time.Duration
+
 	// ReadyMaxLag: /readyz fails while applied trails the commit index by
 	// more entries than this (default DefaultReadyMaxLag).
 	ReadyMaxLag uint64
@@ -111,6 +115,7 @@ func DefaultConfig() Config {
 		MaxConnections:     4096,
 		HandshakeTimeout:   10 * time.Second,
 		IdleTimeout:        5 * time.Minute,
+		ShutdownTimeout:    10 * time.Second,
 		ReadyMaxLag:        DefaultReadyMaxLag,
 		LogLevel:           "info",
 	}

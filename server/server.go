@@ -85,6 +85,7 @@ func (c Config) fill() Config {
 	orDefault(&c.MaxConnections, d.MaxConnections)
 	orDefault(&c.HandshakeTimeout, d.HandshakeTimeout)
 	orDefault(&c.IdleTimeout, d.IdleTimeout)
+	orDefault(&c.ShutdownTimeout, d.ShutdownTimeout)
 	orDefault(&c.LogLevel, d.LogLevel)
 	return c
 }
@@ -182,6 +183,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	}
 	raftPtr.Store(node.Raft)
 	checker := aclChecker{on: cfg.ACL, c: &acl.Checker{Tokens: f}}
+	node.ShutdownTimeout = cfg.ShutdownTimeout
 	api := rpc.New(rpc.Config{
 		NodeID: cfg.NodeID, GRPCAddress: grpcAdv, RaftAddress: string(node.Addr), InitialGRPC: initialGRPC,
 		Limits: cfg.Limits, MaxTimeoutSeconds: cfg.MaxTimeoutSeconds,

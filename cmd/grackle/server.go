@@ -95,6 +95,7 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.StringVar(&cfg.JoinToken, "join-token", cfg.JoinToken, "token (admin) presented by --join to a cluster with access control on")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "most open connections per port (gRPC, HTTP, Raft)")
 	durationVar(fs, &cfg.HandshakeTimeout, "handshake-timeout", cfg.HandshakeTimeout, "bound of a connection's TLS and HTTP/2 handshake (and of reading an HTTP request)")
+	durationVar(fs, &cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "bound of the wait for Raft to stop on SIGTERM; past it the node exits naming what it waited for")
 	durationVar(fs, &cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "a client connection with no call in flight for this long is closed")
 
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "trace, debug, info, warn or error")
@@ -127,6 +128,7 @@ func checkServerConfig(cfg server.Config) error {
 		{"max-connections", int64(cfg.MaxConnections)},
 		{"handshake-timeout", int64(cfg.HandshakeTimeout)},
 		{"idle-timeout", int64(cfg.IdleTimeout)},
+		{"shutdown-timeout", int64(cfg.ShutdownTimeout)},
 	} {
 		if f.v < 0 {
 			return usagef("%s: must not be negative", f.name)

@@ -70,6 +70,7 @@ var allServerArgs = []string{
 	"--max-connections", "77",
 	"--handshake-timeout", "3s",
 	"--idle-timeout", "4m",
+	"--shutdown-timeout", "20s",
 	"--ready-max-lag", "55",
 	"--log-level-file", "/etc/grackle/log-level",
 	"--log-level", "debug",
@@ -115,6 +116,7 @@ func allServerConfig() server.Config {
 	want.MaxConnections = 77
 	want.HandshakeTimeout = 3 * time.Second
 	want.IdleTimeout = 4 * time.Minute
+	want.ShutdownTimeout = 20 * time.Second
 	want.ReadyMaxLag = 55
 	want.LogLevelFile = "/etc/grackle/log-level"
 	want.LogLevel = "debug"

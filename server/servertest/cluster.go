@@ -5,6 +5,7 @@ package servertest
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,17 +62,39 @@ func Config(t testing.TB, id string) server.Config {
 	cfg.ElectionTimeout = 300 * time.Millisecond
 	cfg.LeaderLeaseTimeout = 150 * time.Millisecond
 	cfg.LogLevel = "warn"
+	// A loaded machine may take long to stop Raft; a node left running
+	// past its test would log into a finished test.
+	cfg.ShutdownTimeout = 2 * time.Minute
 	return cfg
 }
 
 // Logger routes a node's logs to t.Log.
 func Logger(t testing.TB, id string) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: testWriter{t}})
+	return hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: testWriter{t: t, done: finishedFlag(t)}})
 }
 
-type testWriter struct{ t testing.TB }
+// finished marks the tests that ended (testing.TB -> *atomic.Bool): a
+// node's goroutines that still log then (a bounded shutdown left Raft
+// stopping) must not call t.Log, which panics after the test.
+var finished sync.Map
+
+func finishedFlag(t testing.TB) *atomic.Bool {
+	f, loaded := finished.LoadOrStore(t, new(atomic.Bool))
+	if !loaded {
+		t.Cleanup(func() { f.(*atomic.Bool).Store(true) })
+	}
+	return f.(*atomic.Bool)
+}
+
+type testWriter struct {
+	t    testing.TB
+	done *atomic.Bool
+}
 
 func (w testWriter) Write(p []byte) (int, error) {
+	if w.done.Load() {
+		return len(p), nil
+	}
 	w.t.Helper()
 	w.t.Log(string(p))
 	return len(p), nil
@@ -109,6 +132,7 @@ func StartWith(t testing.TB, n int, tweak func(*server.Config), dial ...grpc.Dia
 // the options of the test's own connections (TLS credentials).
 func New(t testing.TB, dial ...grpc.DialOption) *Cluster {
 	c := &Cluster{t: t, conns: map[string]*grpc.ClientConn{}, dial: dial}
+	finishedFlag(t) // its cleanup runs after Close's (last in, first out)
 	t.Cleanup(c.Close)
 	return c
 }

@@ -1,0 +1,114 @@
+package rpc
+
+import (
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grackle-coord/grackle/fsm"
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+)
+
+// Membership input is checked before anything reaches Raft: node ids are
+// names, addresses host:port (a host name or an IP, a port 1..65535).
+
+func checkAddress(field, v string) error {
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "%s: must be host:port, got %q", field, v)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return status.Errorf(codes.InvalidArgument, "%s: port must be 1..65535, got %q", field, port)
+	}
+	if net.ParseIP(host) != nil {
+		return nil
+	}
+	if host == "" || len(host) > 253 {
+		return status.Errorf(codes.InvalidArgument, "%s: host must be 1..253 bytes, got %d", field, len(host))
+	}
+	for _, label := range strings.Split(host, ".") {
+		if label == "" || len(label) > 63 {
+			return status.Errorf(codes.InvalidArgument, "%s: host %q is not a host name", field, host)
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			ok := c == '-' || c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+			if !ok {
+				return status.Errorf(codes.InvalidArgument, "%s: host %q may contain only letters, digits, '-', '_' and '.'", field, host)
+			}
+		}
+	}
+	return nil
+}
+
+func checkAddMember(r *pb.AddMemberRequest) error {
+	return firstInvalid(fsm.ValidateName("node_id", r.NodeId), checkAddress("raft_address", r.RaftAddress),
+		checkAddress("grpc_address", r.GrpcAddress))
+}
+
+// existingMember reports whether node id is already a member: same
+// addresses (a join retried: nothing to do), or AlreadyExists when they
+// differ (never silently rewrite a member's address: followers would then
+// forward clients to whoever asked).
+func (s *Service) existingMember(r *pb.AddMemberRequest) (bool, error) {
+	var raftAddr string
+	found := false
+	if cf := s.raft.GetConfiguration(); cf.Error() == nil {
+		for _, srv := range cf.Configuration().Servers {
+			if string(srv.ID) == r.NodeId {
+				found, raftAddr = true, string(srv.Address)
+			}
+		}
+	}
+	if !found {
+		return false, nil
+	}
+	grpcAddr := ""
+	for _, m := range s.fsm.Members() {
+		if m.NodeID == r.NodeId {
+			grpcAddr = m.GRPCAddress
+		}
+	}
+	if raftAddr != r.RaftAddress || (grpcAddr != "" && grpcAddr != r.GrpcAddress) {
+		return true, status.Errorf(codes.AlreadyExists, "node_id: %q is already a member with raft_address %q and grpc_address %q; remove it first to change them",
+			r.NodeId, raftAddr, grpcAddr)
+	}
+	return true, nil
+}
+
+// MinTransferInterval is the least time between two leadership transfers
+// through one node: with one transfer at a time, a loop of transfer calls
+// cannot keep the cluster electing. (Transfers through successive leaders
+// are bounded by their elections only.)
+const MinTransferInterval = 2 * time.Second
+
+// transferGate lets one leadership transfer run at a time, at most one per
+// MinTransferInterval.
+type transferGate struct {
+	mu   sync.Mutex
+	busy bool
+	last time.Time
+}
+
+func (g *transferGate) begin(now time.Time) (func(), error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.busy {
+		return nil, status.Error(codes.FailedPrecondition, "a leadership transfer is already in progress")
+	}
+	if wait := MinTransferInterval - now.Sub(g.last); !g.last.IsZero() && wait > 0 {
+		return nil, status.Errorf(codes.FailedPrecondition, "leadership transfers are at most one per %v: try again in %v",
+			MinTransferInterval, wait.Round(time.Millisecond))
+	}
+	g.busy = true
+	return func() {
+		g.mu.Lock()
+		g.busy, g.last = false, time.Now()
+		g.mu.Unlock()
+	}, nil
+}
