@@ -115,9 +115,30 @@ func TestPageShowsHoldersLive(t *testing.T) {
 	if p := text(`#sem-permits`); p != "3 of 3 permits used, 0 free" {
 		t.Fatalf("permits line %q", p)
 	}
+
+	// Two more calls wait (FIFO): the page shows the queue in order.
+	c3, c4 := lease("host-3/pid-300"), lease("host-4/pid-400")
+	waitAcq := func(l string, w int64) {
+		go func() {
+			_, _ = api.AcquireSemaphore(ctx, &pb.AcquireSemaphoreRequest{NamespaceName: "third_parties", SemaphoreName: "partner_1", LeaseId: l, Weight: w, TimeoutSeconds: 120})
+		}()
+	}
+	waitAcq(c3, 2)
+	do("the first waiter", chromedp.WaitVisible(chromedp.CSS(`#waiters tr[data-position="1"][data-process="host-3/pid-300"]`)))
+	waitAcq(c4, 1)
+	do("the second waiter", chromedp.WaitVisible(chromedp.CSS(`#waiters tr[data-position="2"][data-process="host-4/pid-400"]`)))
 	screenshot(t, bctx)
+
+	// The holder of 2 releases: the head (2 permits) is granted, the other
+	// waiter moves to the head.
 	ok[*pb.ReleaseSemaphoreResponse](t)(api.ReleaseSemaphore(ctx, &pb.ReleaseSemaphoreRequest{NamespaceName: "third_parties", SemaphoreName: "partner_1", LeaseId: a}))
 	do("the released holder leaving", chromedp.WaitNotPresent(chromedp.CSS(`#holders tr[data-lease="`+a+`"]`)))
+	do("the head granted", chromedp.WaitVisible(chromedp.CSS(`#holders tr[data-lease="`+c3+`"]`)))
+	do("the waiter at the head", chromedp.WaitVisible(chromedp.CSS(`#waiters tr[data-position="1"][data-process="host-4/pid-400"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#waiters tr[data-position="2"]`)))
+	if n := text(`#waiters-count`); n != "(1)" {
+		t.Fatalf("waiters count %q", n)
+	}
 }
 
 // screenshot saves the page: into GRACKLE_UI_SCREENSHOT when set (the
@@ -136,4 +157,42 @@ func screenshot(t *testing.T, ctx context.Context) {
 		t.Fatal(err)
 	}
 	t.Log(fmt.Sprintf("screenshot: %s (%d bytes)", out, len(png)))
+}
+
+// With access control on, the page asks for a token, keeps it in
+// sessionStorage only, and shows what the token may read.
+func TestPageAsksForToken(t *testing.T) {
+	path := chromium(t)
+	c := servertest.New(t)
+	cfg := servertest.Config(t, "node1")
+	cfg.ACL, cfg.HTTPAddr = true, "127.0.0.1:0"
+	s := c.StartNode(cfg)
+	servertest.Eventually(t, "a leader", 20*time.Second, s.IsLeader)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var boot *pb.BootstrapResponse
+	servertest.Eventually(t, "the ACL bootstrap", 20*time.Second, func() bool {
+		var err error
+		boot, err = pb.NewACLServiceClient(c.Conn(0)).Bootstrap(ctx, &pb.BootstrapRequest{})
+		return err == nil
+	})
+	c.SetToken(boot.Secret)
+	ok[*pb.CreateNamespaceResponse](t)(c.Client(0).CreateNamespace(ctx, &pb.CreateNamespaceRequest{Name: "secured"}))
+	c.SetToken("")
+
+	bctx := browser(t, path)
+	if err := chromedp.Do(bctx, chromedp.Navigate("http://"+s.HTTPAddr()+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS(`#login`))); err != nil {
+		t.Fatalf("no token form: %v", err)
+	}
+	if err := chromedp.Do(bctx, chromedp.SendKeys(chromedp.CSS(`#token`), boot.Secret),
+		chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#namespaces a[href="#/ns/secured"]`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`#login`))); err != nil {
+		t.Fatalf("with the token: %v", err)
+	}
+	where, err := chromedp.Run(bctx, chromedp.Evaluate[string](`JSON.stringify([sessionStorage.getItem("grackle-token") !== null, localStorage.length, document.cookie])`))
+	if err != nil || where != `[true,0,""]` {
+		t.Fatalf("token storage (session, local, cookies) = %s (%v)", where, err)
+	}
 }

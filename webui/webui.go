@@ -94,6 +94,11 @@ func (h *handler) backend(ctx context.Context) (Backend, error) {
 	}
 	be, err := h.connect(ctx)
 	if err != nil {
+		// The first contact carries the caller's token: a refusal is the
+		// caller's answer (the page asks for a token), not an outage.
+		if c := status.Code(err); c == codes.Unauthenticated || c == codes.PermissionDenied {
+			return nil, err
+		}
 		return nil, status.Errorf(codes.Unavailable, "cannot reach the API: %v", err)
 	}
 	h.be = be
