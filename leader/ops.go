@@ -103,8 +103,11 @@ func (t *Term) Acquire(ctx context.Context, r AcquireRequest) (resp *pb.AcquireS
 		}
 	}
 	nonBlocking := r.Timeout == 0
-	res, err := t.propose(ctx, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Queued: behind, Grant: grant}}})
-	t.q.acquired(w, res, err, nonBlocking)
+	// The waiter takes its own command's result before any later result
+	// reaches a caller: a releaser whose release applied after this acquire
+	// finds it waiting, and its next acquire queues behind it (FIFO).
+	res, _ := t.proposeThen(ctx, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Queued: behind, Grant: grant}}},
+		func(res *fsm.Result, err error) { t.q.acquired(w, res, err, nonBlocking) })
 	if res != nil {
 		index = res.Index
 	}

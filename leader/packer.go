@@ -49,13 +49,22 @@ type packer struct {
 	stopped bool
 	wake    chan struct{} // capacity 1: something was queued
 
-	slots chan struct{} // one token per entry in flight
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	slots    chan struct{} // one token per entry in flight
+	inflight chan inflight // the entries in flight, in log order
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+type inflight struct {
+	f     raft.ApplyFuture
+	batch []*proposal
 }
 
 type proposal struct {
 	data []byte
+	// then, when set, runs with the outcome before any caller of this or a
+	// later entry is woken (see completions).
+	then func(*fsm.Result, error)
 	done chan outcome // capacity 1
 }
 
@@ -86,9 +95,11 @@ func newPacker(r applier, cfg packerConfig) *packer {
 	if cfg.ApplyTimeout <= 0 {
 		cfg.ApplyTimeout = 10 * time.Second
 	}
-	p := &packer{r: r, cfg: cfg, wake: make(chan struct{}, 1), slots: make(chan struct{}, cfg.MaxInFlight), stop: make(chan struct{})}
-	p.wg.Add(1)
+	p := &packer{r: r, cfg: cfg, wake: make(chan struct{}, 1), slots: make(chan struct{}, cfg.MaxInFlight),
+		inflight: make(chan inflight, cfg.MaxInFlight), stop: make(chan struct{})}
+	p.wg.Add(2)
 	go p.run()
+	go p.completions()
 	return p
 }
 
@@ -98,11 +109,20 @@ func newPacker(r applier, cfg packerConfig) *packer {
 // ctx's error) when ctx ended while it was queued: certainly not in the
 // log. Once handed to Raft it is waited for whatever ctx does (its outcome
 // must be known); errors are then Raft's, as raft.Apply returns them.
-func (p *packer) propose(ctx context.Context, data []byte) (*fsm.Result, error) {
-	pr := &proposal{data: data, done: make(chan outcome, 1)}
+//
+// then (nil: none) runs exactly once with the same outcome, before the
+// caller returns; for an applied entry it runs on the packer's completion
+// goroutine, in log order, before any caller of that entry or a later one
+// is woken. So what a caller does with its result (a waiter registering
+// that it must wait) is done before anyone can act on a later result (a
+// releaser's next acquire must queue behind that waiter). then must not
+// block on the packer.
+func (p *packer) propose(ctx context.Context, data []byte, then func(*fsm.Result, error)) (*fsm.Result, error) {
+	pr := &proposal{data: data, then: then, done: make(chan outcome, 1)}
 	p.mu.Lock()
 	if p.stopped {
 		p.mu.Unlock()
+		pr.finish(outcome{err: raft.ErrNotLeader})
 		return nil, raft.ErrNotLeader
 	}
 	p.queue = append(p.queue, pr)
@@ -117,7 +137,9 @@ func (p *packer) propose(ctx context.Context, data []byte) (*fsm.Result, error) 
 	case <-ctx.Done():
 	}
 	if p.unqueue(pr) {
-		return nil, fmt.Errorf("%w: %w", errNotQueued, ctx.Err())
+		err := fmt.Errorf("%w: %w", errNotQueued, ctx.Err())
+		pr.finish(outcome{err: err})
+		return nil, err
 	}
 	o := <-pr.done
 	return o.res, o.err
@@ -151,6 +173,7 @@ func (p *packer) shutdown() {
 	p.mu.Unlock()
 	close(p.stop)
 	for _, pr := range queued {
+		pr.finish(outcome{err: raft.ErrNotLeader})
 		pr.done <- outcome{err: raft.ErrNotLeader}
 	}
 	p.wg.Wait()
@@ -158,6 +181,7 @@ func (p *packer) shutdown() {
 
 func (p *packer) run() {
 	defer p.wg.Done()
+	defer close(p.inflight)
 	for {
 		// Wait for an entry slot first: what arrives meanwhile piles up and
 		// goes out in one entry.
@@ -175,9 +199,9 @@ func (p *packer) run() {
 				return
 			}
 		}
-		f := p.r.Apply(p.entry(batch), p.cfg.ApplyTimeout)
-		p.wg.Add(1)
-		go p.finish(f, batch)
+		// Raft applies entries in log order, so their futures resolve in
+		// the order they are sent here.
+		p.inflight <- inflight{f: p.r.Apply(p.entry(batch), p.cfg.ApplyTimeout), batch: batch}
 	}
 }
 
@@ -218,31 +242,52 @@ func (p *packer) entry(batch []*proposal) []byte {
 	return data
 }
 
-func (p *packer) finish(f raft.ApplyFuture, batch []*proposal) {
+// finish runs a proposal's then (once).
+func (pr *proposal) finish(o outcome) {
+	if pr.then != nil {
+		pr.then(o.res, o.err)
+		pr.then = nil
+	}
+}
+
+// completions resolves the entries in flight one by one, in log order:
+// every proposal's then, then every caller of the entry.
+func (p *packer) completions() {
 	defer p.wg.Done()
-	err := f.Error()
-	<-p.slots
-	if err != nil {
-		for _, pr := range batch {
-			pr.done <- outcome{err: err}
+	for e := range p.inflight {
+		outs := outcomes(e.f, len(e.batch))
+		<-p.slots
+		for i, pr := range e.batch {
+			pr.finish(outs[i])
 		}
-		return
+		for i, pr := range e.batch {
+			pr.done <- outs[i]
+		}
+	}
+}
+
+// outcomes waits for an entry and splits its result among its n commands.
+func outcomes(f raft.ApplyFuture, n int) []outcome {
+	outs := make([]outcome, n)
+	fill := func(o outcome) {
+		for i := range outs {
+			outs[i] = o
+		}
+	}
+	if err := f.Error(); err != nil {
+		fill(outcome{err: err})
+		return outs
 	}
 	res, _ := f.Response().(*fsm.Result)
 	switch {
-	case len(batch) == 1:
-		if res == nil {
-			batch[0].done <- outcome{err: errNoResult}
-		} else {
-			batch[0].done <- outcome{res: res}
-		}
-	case res == nil || len(res.Batch) != len(batch):
-		for _, pr := range batch {
-			pr.done <- outcome{err: errNoResult}
-		}
+	case n == 1 && res != nil:
+		outs[0] = outcome{res: res}
+	case n == 1 || res == nil || len(res.Batch) != n:
+		fill(outcome{err: errNoResult})
 	default:
-		for i, pr := range batch {
-			pr.done <- outcome{res: res.Batch[i]}
+		for i := range outs {
+			outs[i] = outcome{res: res.Batch[i]}
 		}
 	}
+	return outs
 }

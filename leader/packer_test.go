@@ -90,7 +90,7 @@ func TestPackerPacksWhatArrivesWhileInFlight(t *testing.T) {
 	defer p.shutdown()
 	out := make(chan got, 10)
 	propose := func(name string) {
-		res, err := p.propose(context.Background(), createNS(t, name))
+		res, err := p.propose(context.Background(), createNS(t, name), nil)
 		out <- got{name, res, err}
 	}
 	go propose("first")
@@ -172,9 +172,9 @@ func TestPackerAloneGoesOutAtOnce(t *testing.T) {
 	p := newPacker(r, packerConfig{MaxInFlight: 2})
 	defer p.shutdown()
 	out := make(chan got, 2)
-	go func() { res, err := p.propose(context.Background(), createNS(t, "x")); out <- got{"x", res, err} }()
+	go func() { res, err := p.propose(context.Background(), createNS(t, "x"), nil); out <- got{"x", res, err} }()
 	a := r.next(t)
-	go func() { res, err := p.propose(context.Background(), createNS(t, "y")); out <- got{"y", res, err} }()
+	go func() { res, err := p.propose(context.Background(), createNS(t, "y"), nil); out <- got{"y", res, err} }()
 	b := r.next(t) // proposed while a is still in flight
 	for _, e := range []*fakeFuture{a, b} {
 		cmd, _ := fsm.Decode(e.data)
@@ -199,7 +199,7 @@ func TestPackerFailures(t *testing.T) {
 	p := newPacker(r, packerConfig{MaxInFlight: 1, MaxCommands: 2})
 	out := make(chan got, 10)
 	propose := func(name string) {
-		res, err := p.propose(context.Background(), createNS(t, name))
+		res, err := p.propose(context.Background(), createNS(t, name), nil)
 		out <- got{name, res, err}
 	}
 	go propose("n0")
@@ -241,7 +241,7 @@ func TestPackerFailures(t *testing.T) {
 	if lost != 2 || notLeader != 2 {
 		t.Fatalf("%d lost in flight, %d not proposed; want 2 and 2", lost, notLeader)
 	}
-	if _, err := p.propose(context.Background(), createNS(t, "late")); !errors.Is(err, raft.ErrNotLeader) {
+	if _, err := p.propose(context.Background(), createNS(t, "late"), nil); !errors.Is(err, raft.ErrNotLeader) {
 		t.Fatalf("after shutdown: %v", err)
 	}
 }
@@ -253,10 +253,10 @@ func TestPackerCallerGivesUpWhileQueued(t *testing.T) {
 	p := newPacker(r, packerConfig{MaxInFlight: 1})
 	defer p.shutdown()
 	out := make(chan got, 2)
-	go func() { res, err := p.propose(context.Background(), createNS(t, "a")); out <- got{"a", res, err} }()
+	go func() { res, err := p.propose(context.Background(), createNS(t, "a"), nil); out <- got{"a", res, err} }()
 	first := r.next(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { res, err := p.propose(ctx, createNS(t, "b")); out <- got{"b", res, err} }()
+	go func() { res, err := p.propose(ctx, createNS(t, "b"), nil); out <- got{"b", res, err} }()
 	waitQueued(t, p, 1)
 	cancel()
 	if g := <-out; g.name != "b" || !errors.Is(g.err, errNotQueued) || !errors.Is(g.err, context.Canceled) {
@@ -267,11 +267,58 @@ func TestPackerCallerGivesUpWhileQueued(t *testing.T) {
 		t.Fatal(g.err)
 	}
 	// The next entry is the next command, not the abandoned one.
-	go func() { res, err := p.propose(context.Background(), createNS(t, "c")); out <- got{"c", res, err} }()
+	go func() { res, err := p.propose(context.Background(), createNS(t, "c"), nil); out <- got{"c", res, err} }()
 	e := r.next(t)
 	if cmd, _ := fsm.Decode(e.data); cmd.GetCreateNamespace().GetName() != "c" {
 		t.Fatalf("next entry %v, want c alone", cmd)
 	}
 	e.commit(r)
 	<-out
+}
+
+// Every then of an entry runs before any caller of that entry or a later
+// one is woken, and the thens run in log order even when a later entry's
+// future resolves first.
+func TestPackerThenRunsInLogOrderBeforeCallersWake(t *testing.T) {
+	r := newFakeRaft(t)
+	p := newPacker(r, packerConfig{MaxInFlight: 2})
+	defer p.shutdown()
+	var mu sync.Mutex
+	var events []string
+	record := func(e string) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}
+	out := make(chan got, 2)
+	propose := func(name string) {
+		res, err := p.propose(context.Background(), createNS(t, name), func(*fsm.Result, error) { record("then " + name) })
+		record("woke " + name)
+		out <- got{name, res, err}
+	}
+	go propose("a")
+	ea := r.next(t)
+	go propose("b")
+	eb := r.next(t)
+	// b's entry resolves first; a's later.
+	eb.res = r.f.ApplyBytes(eb.index, eb.data)
+	ea.commit(r)
+	close(eb.done)
+	for i := 0; i < 2; i++ {
+		if g := <-out; g.err != nil {
+			t.Fatal(g.err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 4 {
+		t.Fatalf("events %v", events)
+	}
+	pos := map[string]int{}
+	for i, e := range events {
+		pos[e] = i
+	}
+	if !(pos["then a"] < pos["woke a"] && pos["then a"] < pos["then b"] && pos["then b"] < pos["woke b"]) {
+		t.Fatalf("events %v: want then a before woke a and then b, then b before woke b", events)
+	}
 }

@@ -38,27 +38,53 @@ func (p *Proposer) Close() { p.packer.shutdown() }
 // raft refused the entry, OutcomeUnknown when it may have applied. An FSM
 // rejection is in the result's Err, not in the error.
 func (p *Proposer) Propose(ctx context.Context, cmd *fsmpb.Command) (*fsm.Result, error) {
+	return p.ProposeThen(ctx, cmd, nil)
+}
+
+// ProposeThen is Propose with then (nil: none) run exactly once with the
+// same result and error before it returns; when the command applied, then
+// runs in log order, before any caller of this or a later entry is woken
+// (packer.propose). then must not wait for another proposal.
+func (p *Proposer) ProposeThen(ctx context.Context, cmd *fsmpb.Command, then func(*fsm.Result, error)) (*fsm.Result, error) {
+	fail := func(err error) (*fsm.Result, error) {
+		if then != nil {
+			then(nil, err)
+		}
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		// Never propose for a caller that is gone (or a term that ended).
-		return nil, notProposed(err)
+		return fail(notProposed(err))
 	}
 	cmd.Now = p.clock.Now()
 	data, err := fsm.Encode(cmd)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-		return nil, notProposed(context.DeadlineExceeded)
+		return fail(notProposed(context.DeadlineExceeded))
 	}
-	res, err := p.packer.propose(ctx, data)
-	switch {
-	case errors.Is(err, errNotQueued):
-		// Its caller gave up while it was still queued: never proposed.
-		return nil, notProposed(ctx.Err())
-	case errors.Is(err, errNoResult):
-		return nil, newError(codes.Unavailable, apierr.OutcomeUnknown, "no result from the state machine")
-	case err != nil:
-		return nil, fromRaft(err)
+	var mapped func(*fsm.Result, error)
+	if then != nil {
+		mapped = func(res *fsm.Result, err error) { then(res, mapProposeError(ctx, err)) }
+	}
+	res, err := p.packer.propose(ctx, data, mapped)
+	if err != nil {
+		return nil, mapProposeError(ctx, err)
 	}
 	return res, nil
+}
+
+// mapProposeError maps an error of the packer to an *Error.
+func mapProposeError(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errNotQueued):
+		// Its caller gave up while it was still queued: never proposed.
+		return notProposed(ctx.Err())
+	case errors.Is(err, errNoResult):
+		return newError(codes.Unavailable, apierr.OutcomeUnknown, "no result from the state machine")
+	}
+	return fromRaft(err)
 }

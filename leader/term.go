@@ -192,15 +192,31 @@ func (t *Term) replicateMembers() error {
 // propose applies a command of this term; the queues observe every result
 // and the expiry timer is re-armed.
 func (t *Term) propose(ctx context.Context, cmd *fsmpb.Command) (*fsm.Result, error) {
+	return t.proposeThen(ctx, cmd, nil)
+}
+
+// proposeThen is propose with then (nil: none) run once with the outcome:
+// for an applied command, in log order and before any later result reaches
+// a caller (Proposer.ProposeThen), just after the queues observed it.
+func (t *Term) proposeThen(ctx context.Context, cmd *fsmpb.Command, then func(*fsm.Result, error)) (*fsm.Result, error) {
 	if t.ctx.Err() != nil {
 		// An ended term proposes nothing (raft may not have noticed yet).
+		if then != nil {
+			then(nil, errNotLeader)
+		}
 		return nil, errNotLeader
 	}
-	res, err := t.proposer.Propose(ctx, cmd)
+	res, err := t.proposer.ProposeThen(ctx, cmd, func(res *fsm.Result, err error) {
+		if err == nil {
+			t.q.observe(res)
+		}
+		if then != nil {
+			then(res, err)
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	t.q.observe(res)
 	t.kickExpiry()
 	return res, nil
 }
