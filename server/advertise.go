@@ -11,41 +11,48 @@ import (
 // must resolve to it). Only hosts are compared: a port may differ (port
 // mapping, a proxy in front). With a wildcard bind, anything may be
 // advertised (containers advertise their service name).
-func checkAdvertise(flag, listen, advertise string) error {
+//
+// A name that does not resolve here is not refused, only warned about: it
+// may resolve where the other nodes and clients run and not on this host
+// (a NAT, a DNS view of its own, a Kubernetes name published only once
+// the pod is ready), and the client routes around an advertised address
+// it cannot dial. Only an advertised host that resolves here to none of
+// the addresses bound is certainly wrong.
+func checkAdvertise(flag, listen, advertise string) (warning string, err error) {
 	if advertise == "" {
-		return nil
+		return "", nil
 	}
 	lh, _, err := net.SplitHostPort(listen)
 	if err != nil {
-		return fmt.Errorf("--%s-addr %q: %w", flag, listen, err)
+		return "", fmt.Errorf("--%s-addr %q: %w", flag, listen, err)
 	}
 	ah, _, err := net.SplitHostPort(advertise)
 	if err != nil {
-		return fmt.Errorf("--advertise-%s %q: %w", flag, advertise, err)
+		return "", fmt.Errorf("--advertise-%s %q: %w", flag, advertise, err)
 	}
 	lip := net.ParseIP(lh)
 	if lh == "" || (lip != nil && lip.IsUnspecified()) {
-		return nil
+		return "", nil
 	}
 	if lh == ah {
-		return nil
+		return "", nil
 	}
 	listenIPs, err := net.LookupIP(lh)
 	if err != nil {
-		return fmt.Errorf("--%s-addr %q: %w", flag, listen, err)
+		return "", fmt.Errorf("--%s-addr %q: %w", flag, listen, err)
 	}
 	advIPs, err := net.LookupIP(ah)
 	if err != nil {
-		return fmt.Errorf("--advertise-%s %q does not resolve (%v), and the node listens only on %s: other nodes could not reach it",
-			flag, advertise, err, listen)
+		return fmt.Sprintf("--advertise-%s %q does not resolve on this host (%v) while the node listens only on %s: peers and clients that cannot resolve it either will not reach this node",
+			flag, advertise, err, listen), nil
 	}
 	for _, a := range advIPs {
 		for _, l := range listenIPs {
 			if a.Equal(l) {
-				return nil
+				return "", nil
 			}
 		}
 	}
-	return fmt.Errorf("--advertise-%s %q is not an address this node listens on (--%s-addr %q binds only %s): other nodes and clients would dial an address nothing answers; advertise %s, or listen on 0.0.0.0",
+	return "", fmt.Errorf("--advertise-%s %q is not an address this node listens on (--%s-addr %q binds only %s): other nodes and clients would dial an address nothing answers; advertise %s, or listen on 0.0.0.0",
 		flag, advertise, flag, listen, lh, lh)
 }

@@ -8,20 +8,28 @@ import (
 func TestAdvertiseMustBeAListenAddress(t *testing.T) {
 	for _, c := range []struct {
 		listen, adv string
-		ok          bool
+		ok, warn    bool
 	}{
-		{"127.0.0.1:7421", "", true},
-		{"127.0.0.1:7421", "127.0.0.1:9999", true}, // a port may differ
-		{"127.0.0.1:7421", "localhost:7421", true}, // a name that resolves to it
-		{"0.0.0.0:7421", "10.9.9.9:7421", true},    // wildcard: anything
-		{"[::]:7421", "n1:7421", true},
-		{":7421", "n1:7421", true},
-		{"127.0.0.1:7421", "127.0.0.2:7421", false}, // the case
-		{"127.0.0.1:7421", "no-such-host.invalid:7421", false},
+		{"127.0.0.1:7421", "", true, false},
+		{"127.0.0.1:7421", "127.0.0.1:9999", true, false}, // a port may differ
+		{"127.0.0.1:7421", "localhost:7421", true, false}, // a name that resolves to it
+		{"0.0.0.0:7421", "10.9.9.9:7421", true, false},    // wildcard: anything
+		{"[::]:7421", "n1:7421", true, false},
+		{":7421", "n1:7421", true, false},
+		{"127.0.0.1:7421", "127.0.0.2:7421", false, false}, // the case
+		// A name this host cannot resolve may resolve where peers run: a
+		// warning, not a refusal.
+		{"127.0.0.1:7421", "no-such-host.invalid:7421", true, true},
 	} {
-		err := checkAdvertise("raft", c.listen, c.adv)
+		warning, err := checkAdvertise("raft", c.listen, c.adv)
 		if (err == nil) != c.ok {
 			t.Errorf("listen %s advertise %s: %v, want ok=%v", c.listen, c.adv, err, c.ok)
+		}
+		if (warning != "") != c.warn {
+			t.Errorf("listen %s advertise %s: warning %q, want one=%v", c.listen, c.adv, warning, c.warn)
+		}
+		if warning != "" && !strings.Contains(warning, "--advertise-raft") {
+			t.Errorf("warning does not name the flag: %v", warning)
 		}
 		if err != nil && !strings.Contains(err.Error(), "--advertise-raft") {
 			t.Errorf("error does not name the flag: %v", err)

@@ -112,11 +112,14 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	if err := cfg.Limits.Validate(); err != nil {
 		return nil, err
 	}
-	if err := checkAdvertise("grpc", cfg.GRPCAddr, cfg.AdvertiseGRPC); err != nil {
-		return nil, err
-	}
-	if err := checkAdvertise("raft", cfg.RaftAddr, cfg.AdvertiseRaft); err != nil {
-		return nil, err
+	for _, a := range [][3]string{{"grpc", cfg.GRPCAddr, cfg.AdvertiseGRPC}, {"raft", cfg.RaftAddr, cfg.AdvertiseRaft}} {
+		warning, err := checkAdvertise(a[0], a[1], a[2])
+		if err != nil {
+			return nil, err
+		}
+		if warning != "" {
+			log.Warn(warning)
+		}
 	}
 	if cfg.InitialMembers != "" && cfg.Join != "" {
 		return nil, errors.New("--initial-members and --join exclude each other")
