@@ -7,6 +7,7 @@ package watch
 
 import (
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -201,7 +202,28 @@ func (fd *Feed) dispatchEntry(e entry) {
 	if err != nil {
 		return // the state machine refused it too: nothing changed
 	}
-	if _, ok := cmd.GetOp().(*fsmpb.Command_ExtendLeases); ok {
+	fd.dispatchCommand(cmd, e.res)
+}
+
+// dispatchCommand notes one change per command on each semaphore it
+// touched; the commands of a Batch entry (packed by the leader) count one
+// by one, each with its own result.
+func (fd *Feed) dispatchCommand(cmd *fsmpb.Command, res *fsm.Result) {
+	switch op := cmd.GetOp().(type) {
+	case *fsmpb.Command_Batch:
+		for i, data := range op.Batch.GetCommands() {
+			sub, err := fsm.Decode(data)
+			if err != nil {
+				continue
+			}
+			var r *fsm.Result
+			if res != nil && i < len(res.Batch) {
+				r = res.Batch[i]
+			}
+			fd.dispatchCommand(sub, r)
+		}
+		return
+	case *fsmpb.Command_ExtendLeases:
 		fd.noteAll() // every holder's expires_at moved
 		return
 	}
@@ -210,18 +232,14 @@ func (fd *Feed) dispatchEntry(e entry) {
 	if len(fd.subs) == 0 {
 		return
 	}
-	seen := make(map[fsm.SemKey]bool, 2)
-	note := func(k fsm.SemKey) {
-		if seen[k] {
-			return
+	keys := Touched(cmd, res, fd.fsm.LeaseHolds)
+	for i, k := range keys {
+		if slices.Contains(keys[:i], k) {
+			continue
 		}
-		seen[k] = true
 		for s := range fd.subs[k] {
 			s.Note(1)
 		}
-	}
-	for _, k := range Touched(cmd, e.res, fd.fsm.LeaseHolds) {
-		note(k)
 	}
 }
 
