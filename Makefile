@@ -3,7 +3,7 @@ GO        ?= go
 BIN       ?= bin
 PROTO_SRC := $(shell find proto -name '*.proto')
 
-.PHONY: help build test proto run bench failover-bench compare-bench profile-bench jepsen jepsen-ci fuzz vet fmt clean image cluster-up cluster-down compose-test secure-cluster-up secure-cluster-down compose-secure-test
+.PHONY: help build test proto run bench failover-bench compare-bench profile-bench jepsen jepsen-ci fuzz fuzz-api vet fmt clean image cluster-up cluster-down compose-test secure-cluster-up secure-cluster-down compose-secure-test
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -65,6 +65,9 @@ jepsen-ci: ## the short fault-injection runs of CI (clean run + each fault caugh
 
 fuzz: ## fuzz the state machine for 60 s
 	$(GO) test -run '^$$' -fuzz=FuzzApply -fuzztime=60s ./fsm/
+
+fuzz-api: ## fuzz every request type through a node's gRPC handler path for 60 s
+	$(GO) test -run '^$$' -fuzz=FuzzHandlers -fuzztime=60s ./server/
 
 CLUSTER ?= 3
 IMAGE   ?= grackle:dev
