@@ -4,8 +4,10 @@ package client
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
@@ -99,9 +101,23 @@ func (c *Client) DeleteSemaphore(ctx context.Context, in *pb.DeleteSemaphoreRequ
 }
 
 // AcquireSemaphore calls GrackleService.AcquireSemaphore on the leader.
-// Retried on any Unavailable. Every attempt sends the same request (the same timeout_seconds); Semaphore.Acquire instead shortens the timeout to what remains of the context.
+// Retried on any Unavailable (a re-acquire under the same lease is
+// idempotent). Semaphore.Acquire instead sizes each call's timeout to what
+// remains of the context.
+//
+// A retry (after a leader change ended the wait) asks only for what is
+// left of the first attempt's timeout_seconds, so that the whole call waits
+// about as long as asked (rounded up to whole seconds), not that again.
 func (c *Client) AcquireSemaphore(ctx context.Context, in *pb.AcquireSemaphoreRequest, opts ...grpc.CallOption) (*pb.AcquireSemaphoreResponse, error) {
-	return call(c, ctx, retryAlways, in, opts, pb.GrackleServiceClient.AcquireSemaphore)
+	start, wait := time.Now(), time.Duration(in.GetTimeoutSeconds())*time.Second
+	return call(c, ctx, retryAlways, in, opts, func(api pb.GrackleServiceClient, ctx context.Context, in *pb.AcquireSemaphoreRequest, o ...grpc.CallOption) (*pb.AcquireSemaphoreResponse, error) {
+		if elapsed := time.Since(start); wait > 0 && elapsed >= time.Second {
+			req := proto.Clone(in).(*pb.AcquireSemaphoreRequest)
+			req.TimeoutSeconds = int64((max(wait-elapsed, 0) + time.Second - 1) / time.Second)
+			in = req
+		}
+		return api.AcquireSemaphore(ctx, in, o...)
+	})
 }
 
 // ReleaseSemaphore calls GrackleService.ReleaseSemaphore on the leader.
