@@ -50,15 +50,27 @@ func fallbackLines(log, addr string) int {
 	return n
 }
 
-// A node advertises a gRPC address that does not resolve where the client
-// runs (a container name seen from the host; ".invalid" never resolves).
-// The client learns it as the leader's address, cannot dial it, falls back
-// to the endpoint it was given, and says so once in its log. The
-// non-idempotent creates go through too: the failed dial proves they were
-// never sent.
+// A node advertises a gRPC address whose name does not resolve where the
+// client runs (a compose service name seen from the host): the node's own
+// resolver knows "localhost", the client's does not (its Dialer resolves
+// like a host outside the Docker network: no such host). The client learns
+// it as the leader's address, cannot dial it, falls back to the endpoint it
+// was given, and says so once in its log. The non-idempotent creates go
+// through too: the failed dial proves they were never sent.
 func TestAdvertisedAddressDoesNotResolve(t *testing.T) {
-	const adv = "grackle-node1.invalid:7420"
+	const adv = "localhost:7420"
 	c := servertest.Start(t, 1, func(cfg *server.Config) { cfg.AdvertiseGRPC = adv })
+	var d net.Dialer
+	hostView := func(ctx context.Context, addr string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		if host == "localhost" {
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}}
+		}
+		return d.DialContext(ctx, "tcp", addr)
+	}
 	ctx := ctxT(t)
 	st, err := c.ClusterClient(0).GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
 	if err != nil {
@@ -69,7 +81,7 @@ func TestAdvertisedAddressDoesNotResolve(t *testing.T) {
 	}
 
 	var logs syncBuffer
-	cli, err := client.New(ctx, client.Config{Endpoints: []string{c.Nodes[0].GRPCAddr()}, Logger: bufLogger(&logs)})
+	cli, err := client.New(ctx, client.Config{Endpoints: []string{c.Nodes[0].GRPCAddr()}, Logger: bufLogger(&logs), Dialer: hostView})
 	if err != nil {
 		t.Fatal(err)
 	}
