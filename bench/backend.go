@@ -43,10 +43,10 @@ type Session interface {
 
 // Grant describes an acquisition.
 type Grant struct {
-	// Based is the commit position of the write that made the grant
-	// possible: the release that freed the permits for a waiter, the
-	// acquire's own write otherwise. A hand-off is paired with the last
-	// release at or before it.
+	// Based orders the grants of a semaphore: it increases with every
+	// grant (Grackle: the fencing token; etcd: the revision the grant was
+	// decided at). The handoff workload pairs each grant with the release
+	// of the grant before it.
 	Based uint64
 	// Expires is when the holder's lease expires unless refreshed.
 	Expires time.Time

@@ -343,17 +343,13 @@ func reads(ctx context.Context, b Backend, o Options) (Result, error) {
 	}), nil
 }
 
-// handoff events, paired after the run.
-type acqEvent struct {
-	based  uint64
-	worker int
-	at     time.Time
-}
-
-type relEvent struct {
-	rev    uint64
-	worker int
-	at     time.Time
+// holdEvent is one hold of the handoff workload: when it was granted,
+// when its release was acknowledged, and the grant's position.
+type holdEvent struct {
+	based        uint64
+	worker       int
+	acqAt, relAt time.Time
+	in           bool // granted inside the window
 }
 
 func handoff(ctx context.Context, b Backend, o Options) (Result, error) {
@@ -381,8 +377,7 @@ func handoff(ctx context.Context, b Backend, o Options) (Result, error) {
 	}
 	commitSum := commit.Summary()
 
-	acqs := make([][]acqEvent, n)
-	rels := make([][]relEvent, n)
+	holds := make([][]holdEvent, n)
 	res := measure(ctx, b, o, "handoff", n, []string{"wait", "release"}, func(ctx context.Context, w int, t *tally) error {
 		t0 := time.Now()
 		g, err := ss[w].Acquire(ctx, sem, 1, time.Minute)
@@ -392,52 +387,60 @@ func handoff(ctx context.Context, b Backend, o Options) (Result, error) {
 		t1 := time.Now()
 		t.latency(0, t0, t1)
 		t.done(t1)
-		if t.win.contains(t1) {
-			acqs[w] = append(acqs[w], acqEvent{based: g.Based, worker: w, at: t1})
-		}
 		time.Sleep(o.Hold)
 		t2 := time.Now()
 		// The release must complete even when the window closes meanwhile,
 		// or the last holder's permit would stay taken.
-		rev, err := ss[w].Release(context.WithoutCancel(ctx), sem)
+		_, err = ss[w].Release(context.WithoutCancel(ctx), sem)
+		t3 := time.Now()
+		ev := holdEvent{based: g.Based, worker: w, acqAt: t1, in: t.win.contains(t1)}
+		if err == nil {
+			ev.relAt = t3
+			t.latency(1, t2, t3)
+		}
+		holds[w] = append(holds[w], ev)
 		if err != nil {
 			return fmt.Errorf("release: %w", err)
 		}
-		t3 := time.Now()
-		t.latency(1, t2, t3)
-		rels[w] = append(rels[w], relEvent{rev: rev, worker: w, at: t3})
 		return nil
 	})
 
-	var allRels []relEvent
-	for _, r := range rels {
-		allRels = append(allRels, r...)
-	}
-	sort.Slice(allRels, func(i, j int) bool { return allRels[i].rev < allRels[j].rev })
-	all, other := NewHist(), NewHist()
-	self, paired := 0, 0
+	// With one permit, each grant was made possible by the release of the
+	// grant just before it; grants sort by their position (fencing tokens
+	// increase with every grant, etcd revisions too). Pairing by position,
+	// not by matching a grant's position with a release's commit index,
+	// holds also when one Raft entry carries several commands (and so
+	// fencing tokens run ahead of the Raft index).
+	var all []holdEvent
 	perWorkerMin, perWorkerMax := -1, 0
-	for _, as := range acqs {
-		if perWorkerMin < 0 || len(as) < perWorkerMin {
-			perWorkerMin = len(as)
+	for _, hs := range holds {
+		in := 0
+		for _, h := range hs {
+			if h.in {
+				in++
+			}
 		}
-		perWorkerMax = max(perWorkerMax, len(as))
-		for _, a := range as {
-			// The release that freed this grant's permit: the last one at
-			// or before the write the grant was based on.
-			i := sort.Search(len(allRels), func(i int) bool { return allRels[i].rev > a.based }) - 1
-			if i < 0 {
-				continue
-			}
-			r := allRels[i]
-			paired++
-			d := a.at.Sub(r.at)
-			all.Record(d)
-			if r.worker == a.worker {
-				self++
-			} else {
-				other.Record(d)
-			}
+		if perWorkerMin < 0 || in < perWorkerMin {
+			perWorkerMin = in
+		}
+		perWorkerMax = max(perWorkerMax, in)
+		all = append(all, hs...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].based < all[j].based })
+	handoffs, other := NewHist(), NewHist()
+	self, paired := 0, 0
+	for i := 1; i < len(all); i++ {
+		prev, cur := all[i-1], all[i]
+		if !cur.in || prev.relAt.IsZero() {
+			continue
+		}
+		paired++
+		d := cur.acqAt.Sub(prev.relAt)
+		handoffs.Record(d)
+		if prev.worker == cur.worker {
+			self++
+		} else {
+			other.Record(d)
 		}
 	}
 	limit := 0.0
@@ -457,7 +460,7 @@ func handoff(ctx context.Context, b Backend, o Options) (Result, error) {
 	}
 	res.add("per_worker_min", float64(max(perWorkerMin, 0)))
 	res.add("per_worker_max", float64(perWorkerMax))
-	res.addLatency("handoff", all.Summary())
+	res.addLatency("handoff", handoffs.Summary())
 	res.addLatency("handoff_other", other.Summary())
 	return res, nil
 }
