@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -41,10 +42,17 @@ type forwarder struct {
 	self       string
 	dialOpts   []grpc.DialOption
 
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
-	dials int // connections made (tests)
+	mu      sync.Mutex
+	conns   map[string]*grpc.ClientConn
+	retired map[*grpc.ClientConn]*time.Timer // replaced, closed later
+	dials   int                              // connections made (tests)
 }
+
+// retireAfter is how long a replaced connection stays open for the calls
+// still running on it (a blocking acquire waits up to the server's
+// --max-timeout): closing it at once would cancel them mid-flight, and a
+// cancelled write's outcome is unknown to its caller.
+const retireAfter = 10 * time.Minute
 
 var _ forwarding = (*forwarder)(nil)
 
@@ -54,7 +62,8 @@ func newForwarder(self string, leaderInfo func() (string, string), extra []grpc.
 	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithUnaryInterceptor(relayMetadata)},
 		apierr.DialOptions()...)
 	opts = append(opts, extra...)
-	return &forwarder{leaderInfo: leaderInfo, self: self, dialOpts: opts, conns: map[string]*grpc.ClientConn{}}
+	return &forwarder{leaderInfo: leaderInfo, self: self, dialOpts: opts, conns: map[string]*grpc.ClientConn{},
+		retired: map[*grpc.ClientConn]*time.Timer{}}
 }
 
 // forwardAttempts bounds the tries of one forwarded call. Only a hop that
@@ -99,7 +108,9 @@ func (f *forwarder) forward(ctx context.Context, call func(context.Context, grpc
 			continue // never carried: safe to try again
 		case info.GetReason() == apierr.NotSent:
 			return &leader.Error{Code: status.Code(err), Reason: apierr.NotSent, Msg: "forwarding to the leader: " + status.Convert(err).Message()}
-		case status.Code(err) == codes.Unavailable:
+		case status.Code(err) == codes.Unavailable, status.Code(err) == codes.Canceled && ctx.Err() == nil:
+			// Canceled while the caller still waits: the connection was
+			// closed under the call (this node stopping), after it was sent.
 			return &leader.Error{Code: codes.Unavailable, Reason: apierr.OutcomeUnknown,
 				Msg: "the connection to the leader failed after the request was sent: " + status.Convert(err).Message()}
 		}
@@ -117,8 +128,14 @@ func (f *forwarder) conn(addr string, fresh bool) (*grpc.ClientConn, error) {
 		if !fresh {
 			return c, nil
 		}
-		c.Close()
 		delete(f.conns, addr)
+		old := c
+		f.retired[old] = time.AfterFunc(retireAfter, func() {
+			f.mu.Lock()
+			delete(f.retired, old)
+			f.mu.Unlock()
+			old.Close()
+		})
 	}
 	c, err := grpc.NewClient(addr, f.dialOpts...)
 	if err != nil {
@@ -136,6 +153,11 @@ func (f *forwarder) close() {
 		c.Close()
 	}
 	f.conns = map[string]*grpc.ClientConn{}
+	for c, t := range f.retired {
+		t.Stop()
+		c.Close()
+	}
+	f.retired = map[*grpc.ClientConn]*time.Timer{}
 }
 
 // relayMetadata hands the leader's response headers and trailers back to
