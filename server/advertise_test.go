@@ -51,3 +51,18 @@ func TestStartRefusesUnreachableAdvertise(t *testing.T) {
 		t.Fatalf("start: %v", err)
 	}
 }
+
+// The web view dials its own node: a wildcard bind is dialed on loopback.
+func TestSelfDialAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"0.0.0.0:7420":   "127.0.0.1:7420",
+		"[::]:7420":      "127.0.0.1:7420",
+		":7420":          "127.0.0.1:7420",
+		"10.0.0.5:7420":  "10.0.0.5:7420",
+		"127.0.0.1:7420": "127.0.0.1:7420",
+	} {
+		if got := selfDialAddr(in); got != want {
+			t.Errorf("selfDialAddr(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

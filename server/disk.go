@@ -3,13 +3,11 @@ package server
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/grackle-coord/grackle/raftnode"
 )
 
 // diskFullUnary says "the disk is full" in every failed call's message
@@ -36,9 +34,6 @@ func (s *Server) withDiskFull(err error) error {
 	st, ok := status.FromError(err)
 	if !ok || st.Code() == codes.OK || st.Code() == codes.InvalidArgument || st.Code() == codes.NotFound {
 		return err
-	}
-	if strings.Contains(st.Message(), raftnode.ErrDiskFull.Error()) {
-		return err // raft's own error already says so
 	}
 	p := st.Proto()
 	p.Message = fmt.Sprintf("node %s: %v; %s", s.cfg.NodeID, full, p.Message)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"net"
 
 	"google.golang.org/grpc"
 
@@ -32,7 +33,7 @@ func (a grackleAPI) WatchSemaphore(r *pb.WatchSemaphoreRequest, st grpc.ServerSt
 // (it follows the leader like any client), made on the first page load.
 // It carries no token of its own: each page request passes the browser's.
 func (s *Server) uiBackend(ctx context.Context) (webui.Backend, error) {
-	cfg := client.Config{Endpoints: []string{s.GRPCAddr()}, Logger: s.log.Named("webui")}
+	cfg := client.Config{Endpoints: []string{selfDialAddr(s.GRPCAddr())}, Logger: s.log.Named("webui")}
 	if s.sec.api != nil {
 		cfg.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(s.sec.peerDialCreds())}
 	}
@@ -91,3 +92,17 @@ type queueFeed struct{ feed *watch.Feed }
 
 func (q queueFeed) WaiterEvent(e leader.WaiterEvent) { q.feed.QueueChanged(e.Key) }
 func (queueFeed) ExpiryEvent(leader.ExpiryEvent)     {}
+
+// selfDialAddr is an address this node can dial itself at: a wildcard
+// bind (0.0.0.0, [::]) is dialed on loopback, which is also a name its
+// certificate carries (deploy/gen-certs.sh), where "0.0.0.0" never is.
+func selfDialAddr(bound string) string {
+	h, p, err := net.SplitHostPort(bound)
+	if err != nil {
+		return bound
+	}
+	if ip := net.ParseIP(h); h == "" || (ip != nil && ip.IsUnspecified()) {
+		return net.JoinHostPort("127.0.0.1", p)
+	}
+	return bound
+}
