@@ -100,7 +100,7 @@ secure-cluster-down: ## stop the secure compose cluster and remove its volumes
 compose-secure-test: image build ## TLS + ACL compose cluster end to end (openssl-made certificates)
 	IMAGE=$(IMAGE) GRACKLE=$(BIN)/grackle COMPOSE="$(COMPOSE)" bash deploy/compose/test-secure.sh
 
-compose-test: image build ## seed workflow + leader loss on the 3-node compose cluster
+compose-test: image build ## the README tour + leader loss on the 3-node compose cluster
 	IMAGE=$(IMAGE) GRACKLE=$(BIN)/grackle COMPOSE="$(COMPOSE)" bash deploy/compose/test.sh
 
 vet:

@@ -23,6 +23,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -111,6 +112,13 @@ func runShell(t *testing.T, dir string, env []string, cmds []string) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
 	cmd.Dir, cmd.Env = dir, env
+	// On the deadline the script's EXIT trap cannot run (bash is killed),
+	// so kill its whole process group: the README's background servers
+	// too, which would otherwise hold the output pipes open and hang the
+	// package until go test's timeout.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -147,9 +155,9 @@ func TestREADME(t *testing.T) {
 	var tour, runBlock, goProgram, clusterBlock string
 	for _, b := range readmeBlocks(t) {
 		switch {
-		case b.section == "A tour: the seed workflow" && b.lang == "sh" && strings.Contains(b.text, "grpcurl"):
+		case b.section == "A tour: the first ten minutes" && b.lang == "sh" && strings.Contains(b.text, "grpcurl"):
 			t.Log("not run: the grpcurl block (placeholders for the lease id; grpcurl is not a dependency)")
-		case b.section == "A tour: the seed workflow" && b.lang == "sh":
+		case b.section == "A tour: the first ten minutes" && b.lang == "sh":
 			tour += b.text
 		case b.section == "From Go" && b.lang == "go":
 			goProgram = b.text

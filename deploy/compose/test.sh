@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds nothing itself (make compose-test builds the image and the CLI):
-# starts the 3-node compose cluster, drives the seed workflow through the
+# starts the 3-node compose cluster, drives the README tour through the
 # CLI, stops the leader's container, checks that writes resume on the
 # others, and tears it all down (also on failure).
 set -euo pipefail
@@ -44,7 +44,7 @@ for c in $(dc ps -q); do
   [ "$(docker inspect -f '{{.Config.User}}' "$c")" = 65532:65532 ] || { echo "container $c does not run as 65532"; exit 1; }
 done
 
-say "seed workflow"
+say "the README tour"
 $G namespace create third_parties --endpoints "$EP" >/dev/null
 $G semaphore create third_parties partner_1 --permits 20 --endpoints "$EP" >/dev/null
 LEASE=$($G lease create third_parties --process-id host-123/pid-4567 --ttl 60 -o id --endpoints "$EP")
