@@ -23,7 +23,10 @@ const (
 	// WaiterQueued: the leader decided the call must wait.
 	WaiterQueued WaiterEventKind = iota + 1
 	// WaiterGranted: a waiter was granted by a later command (a hand-off);
-	// HandOff is the time from proposing that command to its result.
+	// HandOff is the time from proposing that command to its result. The
+	// grant rides in the same Raft entry as the release, revoke or raise
+	// that frees the permits, so there is no commit between the two:
+	// this is the whole hand-off as the leader sees it.
 	WaiterGranted
 	// WaiterEnded: a waiter left its queue without a grant (timed out,
 	// caller gone, superseded, its lease/semaphore gone, leadership lost).
@@ -42,7 +45,8 @@ type WaiterEvent struct {
 }
 
 // ExpiryEvent describes one expiry command: Lateness is how long after the
-// earliest expires_at (by the leader's clock) it was proposed.
+// earliest expires_at (by the leader's clock) the command reaping it was
+// committed and applied.
 type ExpiryEvent struct {
 	Lateness time.Duration
 	Err      error

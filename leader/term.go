@@ -253,7 +253,9 @@ func (t *Term) expiryLoop() {
 			if next <= now {
 				_, err := t.propose(t.ctx, &fsmpb.Command{Op: &fsmpb.Command_ExpireLeases{
 					ExpireLeases: &fsmpb.ExpireLeases{Max: l.cfg.ExpireBatch}}})
-				l.cfg.Observer.ExpiryEvent(ExpiryEvent{Lateness: time.Duration(now - next), Err: err})
+				// Lateness runs to the reaping command's commit and apply
+				// (propose returns then), not to its proposal.
+				l.cfg.Observer.ExpiryEvent(ExpiryEvent{Lateness: time.Duration(l.clock.Now() - next), Err: err})
 				if err == nil {
 					continue
 				}

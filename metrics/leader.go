@@ -25,7 +25,7 @@ func newLeaderMetrics(reg *prometheus.Registry) leaderMetrics {
 		queued: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "leader_queued_waiters",
 			Help: "AcquireSemaphore calls waiting in the leader's queues (0 on a follower)."}),
 		queueWait:  h("leader_queue_wait_seconds", "Time an acquire waited in the leader's queue before its grant committed."),
-		handOff:    h("leader_handoff_seconds", "From the commit that freed permits to the commit of the next grant on that semaphore."),
+		handOff:    h("leader_handoff_seconds", "From proposing the command that frees permits (the next grant rides in its Raft entry) to the waiter being granted."),
 		expiryLate: h("leader_expiry_lateness_seconds", "From a lease's expires_at to the commit that reaped it."),
 	}
 	reg.MustRegister(l.queued)
