@@ -20,12 +20,23 @@ func (c *Client) GetNodeInfo(ctx context.Context, in *pb.GetNodeInfoRequest, opt
 // message has arrived; the stream returned starts with it. A stream that
 // breaks later is not reopened: the caller saves again.
 func (c *Client) SaveSnapshot(ctx context.Context, in *pb.SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pb.SaveSnapshotResponse], error) {
+	return openPrimed(c, ctx, opts, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) (grpc.ServerStreamingClient[pb.SaveSnapshotResponse], error) {
+		return pb.NewClusterServiceClient(cc).SaveSnapshot(ctx, in, o...)
+	})
+}
+
+// openPrimed opens a server stream, retrying on any Unavailable until its
+// first message has arrived (so a node that does not lead, or a leader
+// change while opening, costs a retry and not an error); the stream it
+// returns replays that message first.
+func openPrimed[T any](c *Client, ctx context.Context, opts []grpc.CallOption,
+	open func(context.Context, *grpc.ClientConn, []grpc.CallOption) (grpc.ServerStreamingClient[T], error)) (grpc.ServerStreamingClient[T], error) {
 	var (
-		st    grpc.ServerStreamingClient[pb.SaveSnapshotResponse]
-		first *pb.SaveSnapshotResponse
+		st    grpc.ServerStreamingClient[T]
+		first *T
 	)
 	err := c.invoke(ctx, retryAlways, opts, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) error {
-		s, err := pb.NewClusterServiceClient(cc).SaveSnapshot(ctx, in, o...)
+		s, err := open(ctx, cc, o)
 		if err != nil {
 			return err
 		}
@@ -39,15 +50,16 @@ func (c *Client) SaveSnapshot(ctx context.Context, in *pb.SaveSnapshotRequest, o
 	if err != nil {
 		return nil, err
 	}
-	return &primedSnapshot{ServerStreamingClient: st, first: first}, nil
+	return &primedStream[T]{ServerStreamingClient: st, first: first}, nil
 }
 
-type primedSnapshot struct {
-	grpc.ServerStreamingClient[pb.SaveSnapshotResponse]
-	first *pb.SaveSnapshotResponse
+// primedStream replays the message received while opening the stream.
+type primedStream[T any] struct {
+	grpc.ServerStreamingClient[T]
+	first *T
 }
 
-func (p *primedSnapshot) Recv() (*pb.SaveSnapshotResponse, error) {
+func (p *primedStream[T]) Recv() (*T, error) {
 	if m := p.first; m != nil {
 		p.first = nil
 		return m, nil

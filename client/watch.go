@@ -24,40 +24,9 @@ func (c *Client) ListSemaphoreWaiters(ctx context.Context, in *pb.ListSemaphoreW
 // it returns starts with that message. A stream that ends later is not
 // reopened: Watch does that.
 func (c *Client) WatchSemaphore(ctx context.Context, in *pb.WatchSemaphoreRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pb.WatchSemaphoreResponse], error) {
-	var (
-		st    grpc.ServerStreamingClient[pb.WatchSemaphoreResponse]
-		first *pb.WatchSemaphoreResponse
-	)
-	err := c.invoke(ctx, retryAlways, opts, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) error {
-		s, err := pb.NewGrackleServiceClient(cc).WatchSemaphore(ctx, in, o...)
-		if err != nil {
-			return err
-		}
-		m, err := s.Recv()
-		if err != nil {
-			return err
-		}
-		st, first = s, m
-		return nil
+	return openPrimed(c, ctx, opts, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) (grpc.ServerStreamingClient[pb.WatchSemaphoreResponse], error) {
+		return pb.NewGrackleServiceClient(cc).WatchSemaphore(ctx, in, o...)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &primedStream{ServerStreamingClient: st, first: first}, nil
-}
-
-// primedStream replays the message received while opening the stream.
-type primedStream struct {
-	grpc.ServerStreamingClient[pb.WatchSemaphoreResponse]
-	first *pb.WatchSemaphoreResponse
-}
-
-func (p *primedStream) Recv() (*pb.WatchSemaphoreResponse, error) {
-	if m := p.first; m != nil {
-		p.first = nil
-		return m, nil
-	}
-	return p.ServerStreamingClient.Recv()
 }
 
 // WatchUpdate is one state of a watched semaphore, or the end of the watch.

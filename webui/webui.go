@@ -189,20 +189,15 @@ func (h *handler) namespaces(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	out := &pb.ListNamespacesResponse{}
-	for tok := ""; len(out.Namespaces) < maxListed; {
+	items, next, err := readPages(func(tok string) ([]*pb.Namespace, string, error) {
 		p, err := be.ListNamespaces(ctx, &pb.ListNamespacesRequest{Limit: 250, PaginationToken: tok})
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		out.Namespaces = append(out.Namespaces, p.Namespaces...)
-		if tok = p.NextPaginationToken; tok == "" || len(p.Namespaces) == 0 {
-			break
-		}
-		out.NextPaginationToken = tok
+		return p.GetNamespaces(), p.GetNextPaginationToken(), err
+	})
+	if err != nil {
+		writeErr(w, err)
+		return
 	}
-	writeProto(w, out)
+	writeProto(w, &pb.ListNamespacesResponse{Namespaces: items, NextPaginationToken: next})
 }
 
 func (h *handler) semaphores(w http.ResponseWriter, r *http.Request) {
@@ -213,20 +208,15 @@ func (h *handler) semaphores(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	out := &pb.ListSemaphoresResponse{}
-	for tok := ""; len(out.Semaphores) < maxListed; {
+	items, next, err := readPages(func(tok string) ([]*pb.Semaphore, string, error) {
 		p, err := be.ListSemaphores(ctx, &pb.ListSemaphoresRequest{NamespaceName: r.PathValue("ns"), Limit: 250, PaginationToken: tok})
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		out.Semaphores = append(out.Semaphores, p.Semaphores...)
-		if tok = p.NextPaginationToken; tok == "" || len(p.Semaphores) == 0 {
-			break
-		}
-		out.NextPaginationToken = tok
+		return p.GetSemaphores(), p.GetNextPaginationToken(), err
+	})
+	if err != nil {
+		writeErr(w, err)
+		return
 	}
-	writeProto(w, out)
+	writeProto(w, &pb.ListSemaphoresResponse{Semaphores: items, NextPaginationToken: next})
 }
 
 func (h *handler) leases(w http.ResponseWriter, r *http.Request) {
@@ -237,21 +227,33 @@ func (h *handler) leases(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	out := &pb.ListSemaphoreLeasesResponse{}
-	for tok := ""; len(out.Leases) < maxListed; {
+	items, next, err := readPages(func(tok string) ([]*pb.SemaphoreLease, string, error) {
 		p, err := be.ListSemaphoreLeases(ctx, &pb.ListSemaphoreLeasesRequest{NamespaceName: r.PathValue("ns"),
 			ProcessId: r.URL.Query().Get("process_id"), Limit: 250, PaginationToken: tok})
+		return p.GetLeases(), p.GetNextPaginationToken(), err
+	})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeProto(w, &pb.ListSemaphoreLeasesResponse{Leases: items, NextPaginationToken: next})
+}
+
+// readPages follows a List call's pages until it ends or maxListed items
+// are read; next is the token to continue from when it stopped early.
+func readPages[T any](page func(tok string) ([]T, string, error)) (items []T, next string, err error) {
+	for tok := ""; len(items) < maxListed; {
+		got, tok2, err := page(tok)
 		if err != nil {
-			writeErr(w, err)
-			return
+			return nil, "", err
 		}
-		out.Leases = append(out.Leases, p.Leases...)
-		if tok = p.NextPaginationToken; tok == "" || len(p.Leases) == 0 {
+		items = append(items, got...)
+		if tok = tok2; tok == "" || len(got) == 0 {
 			break
 		}
-		out.NextPaginationToken = tok
+		next = tok
 	}
-	writeProto(w, out)
+	return items, next, nil
 }
 
 // watch relays WatchSemaphore as server-sent events: "state" events carry
