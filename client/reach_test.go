@@ -1,13 +1,13 @@
 package client_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/grackle-coord/grackle/internal/syncbuf"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -17,25 +17,7 @@ import (
 	"github.com/grackle-coord/grackle/server/servertest"
 )
 
-// syncBuffer is a log sink safe for the client's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func bufLogger(buf *syncBuffer) hclog.Logger {
+func bufLogger(buf *syncbuf.Buffer) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: "grackle-client", Level: hclog.Debug, Output: buf})
 }
 
@@ -80,7 +62,7 @@ func TestAdvertisedAddressDoesNotResolve(t *testing.T) {
 		t.Fatalf("leader_address %q, want the advertised %q", st.LeaderAddress, adv)
 	}
 
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	cli, err := client.New(ctx, client.Config{Endpoints: []string{c.Nodes[0].GRPCAddr()}, Logger: bufLogger(&logs), Dialer: hostView})
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +108,7 @@ func TestAdvertisedAddressDoesNotResolve(t *testing.T) {
 func TestLeaderUnreachableGoesThroughFollowers(t *testing.T) {
 	c := servertest.Start(t, 3, nil)
 	leader := c.Nodes[c.Leader()].GRPCAddr()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	var d net.Dialer
 	cli, err := client.New(ctxT(t), client.Config{
 		Endpoints: addrs(c),

@@ -1,35 +1,18 @@
 package raftnode
 
 import (
-	"bytes"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/grackle-coord/grackle/internal/syncbuf"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func startNode(t *testing.T, bind, adv string) string {
 	t.Helper()
-	var buf syncBuf
+	var buf syncbuf.Buffer
 	n, err := New(Config{NodeID: "n1", DataDir: t.TempDir(), BindAddr: bind, AdvertiseAddr: adv, Bootstrap: true,
 		FSM: &raft.MockFSM{}, Logger: hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info})})
 	if err != nil {

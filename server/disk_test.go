@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"github.com/grackle-coord/grackle/internal/syncbuf"
 	"io"
 	"net/http"
 	"os"
@@ -74,7 +75,7 @@ func fill(t *testing.T, dir string, room int64) string {
 // nothing acknowledged is lost and writes resume once space is freed.
 func TestDiskFullIsNamed(t *testing.T) {
 	dir := mountSmallFS(t)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	cfg := servertest.Config(t, "node1")
 	cfg.DataDir = filepath.Join(dir, "data")
 	cfg.HTTPAddr = "127.0.0.1:0"

@@ -1,14 +1,14 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/grackle-coord/grackle/internal/syncbuf"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -16,14 +16,6 @@ import (
 	"github.com/grackle-coord/grackle/server"
 	"github.com/grackle-coord/grackle/server/servertest"
 )
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // Reload (SIGHUP) applies --log-level-file; hooks registered with
 // OnReload run too. The audit trail logs a revoke and an expiry batch
@@ -34,7 +26,7 @@ func TestReloadLogLevelAndAudit(t *testing.T) {
 	os.WriteFile(lf, []byte("warn\n"), 0o600)
 	cfg := servertest.Config(t, "node1")
 	cfg.LogLevelFile = lf
-	out := &syncBuf{}
+	out := &syncbuf.Buffer{}
 	log := hclog.New(&hclog.LoggerOptions{Name: "grackle", Level: hclog.Warn, Output: out, JSONFormat: true})
 	s, err := server.Start(cfg, log)
 	if err != nil {

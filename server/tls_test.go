@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -11,10 +10,11 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/grackle-coord/grackle/internal/syncbuf"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -63,24 +63,6 @@ func (p *pki) clientTLS(t *testing.T) *tls.Config {
 
 func (p *pki) dial(t *testing.T) grpc.DialOption {
 	return grpc.WithTransportCredentials(credentials.NewTLS(p.clientTLS(t)))
-}
-
-// syncBuffer collects a node's log lines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func bufLogger(buf io.Writer) hclog.Logger {
@@ -134,7 +116,7 @@ func TestTLSClusterPeerTLSAndClientMTLS(t *testing.T) {
 // through the gRPC port nor talk Raft, and the refusing node logs why.
 func TestPeerFromAnotherCARefused(t *testing.T) {
 	p := newPKI(t)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	cfg := servertest.Config(t, "node1")
 	p.node(&cfg)
 	s, err := server.Start(cfg, bufLogger(&logs))
@@ -300,7 +282,7 @@ func copyFile(t *testing.T, from, to string) {
 // log line while the certificate in use stays.
 func TestSIGHUPSwapsCertificate(t *testing.T) {
 	p := newPKI(t)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	cfg := servertest.Config(t, "node1")
 	cfg.HTTPAddr = "127.0.0.1:0"
 	p.node(&cfg)

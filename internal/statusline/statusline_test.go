@@ -6,24 +6,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/grackle-coord/grackle/internal/syncbuf"
 )
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestDisabledDrawsNothing(t *testing.T) {
 	var buf bytes.Buffer
@@ -38,7 +23,7 @@ func TestDisabledDrawsNothing(t *testing.T) {
 }
 
 func TestShowDrawsThenErases(t *testing.T) {
-	var buf syncBuf
+	var buf syncbuf.Buffer
 	l := New(&buf, true)
 	drawn := make(chan struct{})
 	var once sync.Once
