@@ -22,14 +22,7 @@ BASE=${BASE:-/tmp/grackle-compare}
 OUT=${OUT:-$BASE/results-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT" "$BASE/bin"
 RES=$OUT/results.jsonl
-PIDS=()
-stop_all() {
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
-  PIDS=()
-}
-trap stop_all EXIT
-trap 'stop_all; exit 130' INT TERM
+. bench/lib.sh
 
 echo "== building into $BASE/bin"
 CGO_ENABLED=0 go build -o "$BASE/bin/grackle" ./cmd/grackle

@@ -14,14 +14,7 @@ WORKLOADS=${WORKLOADS:-pairs,leases,reads,handoff}
 BASE=${BASE:-/tmp/grackle-profile}
 OUT=${OUT:-$BASE/profiles-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT" "$BASE/bin"
-PIDS=()
-stop_all() {
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
-  PIDS=()
-}
-trap stop_all EXIT
-trap 'stop_all; exit 130' INT TERM
+. bench/lib.sh
 
 if [ -z "${GRACKLE:-}" ]; then
   CGO_ENABLED=0 go build -o "$BASE/bin/grackle" ./cmd/grackle

@@ -4,29 +4,17 @@
 # --acl; bootstrap, a token per role, the refusals; torn down on exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-G=${GRACKLE:-bin/grackle}
-COMPOSE=${COMPOSE:-docker-compose}
-IMAGE=${IMAGE:-grackle:dev}
 P=grackle-sec$$
 F=deploy/compose/docker-compose.3-secure.yml
 C=deploy/compose/certs
-dc() { GRACKLE_IMAGE=$IMAGE $COMPOSE -p "$P" -f "$F" "$@"; }
-cleanup() {
-  rc=$?
-  [ $rc = 0 ] || dc logs --no-color --tail=40 >&2 2>/dev/null || true
-  dc down -v >/dev/null 2>&1 || true
-  exit $rc
-}
-trap cleanup EXIT
-say() { printf '== %s\n' "$*"; }
-retry() { for _ in $(seq 120); do "$@" >/dev/null 2>&1 && return 0; sleep 0.5; done; "$@"; }
+. deploy/compose/lib.sh
 
 bash deploy/gen-certs.sh "$C" n1 n2 n3 >/dev/null
 export GRACKLE_ENDPOINTS=127.0.0.1:7420,127.0.0.1:7430,127.0.0.1:7440
 export GRACKLE_CACERT=$C/api-ca.crt GRACKLE_CERT=$C/client.crt GRACKLE_KEY=$C/client.key
 say "starting 3 nodes with mutual TLS, peer TLS and --acl"
 dc up -d
-retry "$G" cluster status
+retry_quiet "$G" cluster status
 say "bootstrap"
 ROOT=$("$G" acl bootstrap -o id)
 export GRACKLE_TOKEN=$ROOT
@@ -45,5 +33,5 @@ grep -q "the server expects TLS" <<<"$out"
 say "the leader's container stops; writes resume (peer TLS between the others)"
 L=$("$G" cluster status -o json | sed -n 's/.*"leader_id": *"\([^"]*\)".*/\1/p' | head -1)
 dc stop "$L" >/dev/null
-retry "$G" semaphore create third_parties partner_2 --permits 1
+retry_quiet "$G" semaphore create third_parties partner_2 --permits 1
 say "ok"

@@ -5,26 +5,10 @@
 # others, and tears it all down (also on failure).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-G=${GRACKLE:-bin/grackle}
-COMPOSE=${COMPOSE:-docker-compose}
-IMAGE=${IMAGE:-grackle:dev}
 P=grackle-ci$$
 F=deploy/compose/docker-compose.3.yml
 EP=127.0.0.1:7420,127.0.0.1:7430,127.0.0.1:7440
-dc() { GRACKLE_IMAGE=$IMAGE $COMPOSE -p "$P" -f "$F" "$@"; }
-cleanup() {
-  rc=$?
-  [ $rc = 0 ] || dc logs --no-color --tail=40 >&2 2>/dev/null || true
-  dc down -v >/dev/null 2>&1 || true
-  exit $rc
-}
-trap cleanup EXIT
-
-say() { printf '== %s\n' "$*"; }
-retry() { # retry CMD... for up to 60 s
-  for _ in $(seq 120); do "$@" && return 0; sleep 0.5; done
-  "$@"
-}
+. deploy/compose/lib.sh
 
 say "starting 3 nodes"
 dc up -d
