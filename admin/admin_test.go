@@ -17,6 +17,10 @@ import (
 func TestClusterStatusProbesMembers(t *testing.T) {
 	c := servertest.Start(t, 3, func(cfg *server.Config) {
 		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
+		// Generous: under the race detector on a loaded machine a first
+		// dial plus GetNodeInfo can pass the 750 ms default, and the live
+		// follower would be reported unreachable.
+		cfg.MemberProbeTimeout = 10 * time.Second
 	})
 	li := c.WaitLeader()
 	fi := c.Follower()
@@ -24,10 +28,22 @@ func TestClusterStatusProbesMembers(t *testing.T) {
 	c.StopNode(fi)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	st, err := c.ClusterClient(li).GetClusterStatus(ctx, &pb.GetClusterStatusRequest{ProbeMembers: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var st *pb.GetClusterStatusResponse
+	// The live follower may still be catching up on the log when the
+	// leader is found; wait until its probe carries an applied index.
+	servertest.Eventually(t, "the live follower probed with an applied index", 20*time.Second, func() bool {
+		var err error
+		st, err = c.ClusterClient(li).GetClusterStatus(ctx, &pb.GetClusterStatusRequest{ProbeMembers: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range st.Members {
+			if m.NodeId != stopped && m.NodeId != c.Cfgs[li].NodeID {
+				return m.Reachability == "reachable" && m.AppliedIndex > 0
+			}
+		}
+		return false
+	})
 	if len(st.Members) != 3 {
 		t.Fatalf("members: %v", st.Members)
 	}
@@ -47,7 +63,7 @@ func TestClusterStatusProbesMembers(t *testing.T) {
 			}
 		}
 	}
-	st, err = c.ClusterClient(li).GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
+	st, err := c.ClusterClient(li).GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

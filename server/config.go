@@ -40,6 +40,10 @@ type Config struct {
 	// serves at most MaxWatchers streams (default 10,000).
 	WatchStallTimeout time.Duration
 	MaxWatchers       int
+	// MemberProbeTimeout bounds each member's probe in GetClusterStatus
+	// with probe_members (default 750 ms): a member slower than that is
+	// reported unreachable.
+	MemberProbeTimeout time.Duration
 
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration

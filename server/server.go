@@ -229,7 +229,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	}
 	gs := grpc.NewServer(opts...)
 	pb.RegisterGrackleServiceServer(gs, grackleAPI{Service: api, watch: ws})
-	adm := admin.New(admin.Config{NodeID: cfg.NodeID, InitialGRPC: initialGRPC, Skew: api.Leader().Skew,
+	adm := admin.New(admin.Config{NodeID: cfg.NodeID, InitialGRPC: initialGRPC, Skew: api.Leader().Skew, ProbeTimeout: cfg.MemberProbeTimeout,
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(sec.peerDialCreds())}}, api, node.Raft, f, node.Snapshots, log.Named("admin"))
 	pb.RegisterClusterServiceServer(gs, adm)
 	pb.RegisterACLServiceServer(gs, api)
