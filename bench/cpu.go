@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 )
@@ -62,4 +63,34 @@ func sampleCPU(pids []int) cpuSample {
 	}
 	s.self, _ = cpuSeconds(0)
 	return s
+}
+
+// profile is a CPU profile of this process being written (--cpuprofile).
+type profile struct {
+	f   *os.File
+	err error
+}
+
+// startProfile starts a CPU profile into path; its error, if any, is kept
+// for the result (a profile is an aid, never a reason to fail a run).
+func startProfile(path string) *profile {
+	f, err := os.Create(path)
+	if err != nil {
+		return &profile{err: err}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return &profile{err: err}
+	}
+	return &profile{f: f}
+}
+
+func (p *profile) stop() {
+	if p == nil || p.f == nil {
+		return
+	}
+	pprof.StopCPUProfile()
+	if err := p.f.Close(); err != nil && p.err == nil {
+		p.err = err
+	}
 }

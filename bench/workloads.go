@@ -44,11 +44,16 @@ type Options struct {
 	Trials     int           // expiry: expiring holders
 	ExpiryTTL  time.Duration // expiry: their TTL
 	ServerPIDs []int         // processes whose CPU time is the servers'
-	Format     string        // "text" (RESULT lines) or "json"
+	// CPUProfile, when set, is where a CPU profile of the load generator
+	// over each measured window goes: CPUProfile-<workload>-<run>.pprof.
+	CPUProfile string
+	Format     string // "text" (RESULT lines) or "json"
 	// Progress receives a status line while a run goes (nil: none).
 	Progress io.Writer
 	// RunID prefixes the names a run creates (default: the start time).
 	RunID string
+
+	run int // the run being measured (RunOne)
 }
 
 // Register adds the workload flags to fs.
@@ -66,6 +71,8 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ExpiryTTL, "expiry-ttl", 2*time.Second, "expiry: TTL of the expiring leases")
 	fs.IntSliceVar(&o.ServerPIDs, "server-pids", nil,
 		"PIDs of the server processes on this machine: their CPU time (/proc/PID/stat utime+stime) over the window gives server_cores and server_cpu_us_per_op")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "",
+		"write a CPU profile of this load generator over each window to PREFIX-<workload>-<run>.pprof")
 }
 
 // Validate checks the options and fills defaults.
@@ -157,6 +164,7 @@ func RunOne(ctx context.Context, b Backend, o Options, workload string, run int)
 	}()
 	var res Result
 	var err error
+	o.run = run
 	switch workload {
 	case "pairs":
 		res, err = pairs(ctx, b, o)
@@ -196,13 +204,18 @@ func measure(ctx context.Context, b Backend, o Options, name string, n int, seri
 	var cpu0, cpu1 cpuSample
 	var c0, c1 uint64
 	var cErr error
+	var prof *profile
 	l := loop{name: name, workers: n, warmup: o.Warmup, duration: o.Duration, series: series, progress: o.Progress,
 		atFrom: func() {
+			if o.CPUProfile != "" {
+				prof = startProfile(fmt.Sprintf("%s-%s-%d.pprof", o.CPUProfile, name, o.run))
+			}
 			cpu0 = sampleCPU(o.ServerPIDs)
 			c0, cErr = b.CommitIndex(ctx)
 		},
 		atTo: func() {
 			cpu1 = sampleCPU(o.ServerPIDs)
+			prof.stop()
 			var err error
 			if c1, err = b.CommitIndex(context.WithoutCancel(ctx)); err != nil {
 				cErr = err
@@ -227,6 +240,12 @@ func measure(ctx context.Context, b Backend, o Options, name string, n int, seri
 		}
 	}
 	res.add("loadgen_cores", (cpu1.self-cpu0.self)/secs)
+	if lr.ops > 0 {
+		res.add("loadgen_cpu_us_per_op", (cpu1.self-cpu0.self)/float64(lr.ops)*1e6)
+	}
+	if prof != nil && prof.err != nil {
+		res.LastError = "cpuprofile: " + prof.err.Error()
+	}
 	for _, s := range series {
 		res.addLatency(s, lr.series[s])
 	}
