@@ -13,13 +13,12 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
+	"github.com/grackle-coord/grackle/internal/peerconn"
 	"github.com/grackle-coord/grackle/leader"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/version"
@@ -31,8 +30,10 @@ type Config struct {
 	// InitialGRPC maps initial members' ids to their gRPC addresses (used
 	// until the replicated member records know them).
 	InitialGRPC map[string]string
-	// DialOptions connect to other members (default: plaintext).
-	DialOptions []grpc.DialOption
+	// Peers are the node's connections to the other members (shared; its
+	// owner closes it). nil: plaintext connections of the service's own,
+	// closed by Close.
+	Peers *peerconn.Cache
 	// ProbeTimeout bounds each member probe of GetClusterStatus.
 	ProbeTimeout time.Duration
 	// Skew reports this node's measured clock skew with the leader
@@ -50,8 +51,7 @@ type Service struct {
 	snaps raft.SnapshotStore
 	log   hclog.Logger
 
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
+	ownPeers bool // cfg.Peers made by New
 }
 
 // New wraps inner (the rpc package's ClusterService).
@@ -59,40 +59,22 @@ func New(cfg Config, inner pb.ClusterServiceServer, r *raft.Raft, f *fsm.FSM, sn
 	if cfg.ProbeTimeout <= 0 {
 		cfg.ProbeTimeout = 750 * time.Millisecond
 	}
-	if cfg.DialOptions == nil {
-		cfg.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	own := cfg.Peers == nil
+	if own {
+		cfg.Peers = peerconn.New()
 	}
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Service{ClusterServiceServer: inner, cfg: cfg, raft: r, fsm: f, snaps: snaps, log: log, conns: map[string]*grpc.ClientConn{}}
+	return &Service{ClusterServiceServer: inner, cfg: cfg, raft: r, fsm: f, snaps: snaps, log: log, ownPeers: own}
 }
 
-// Close closes the connections to other members.
+// Close closes the connections to other members, when they are the
+// service's own.
 func (s *Service) Close() {
-	if s == nil {
-		return
+	if s != nil && s.ownPeers {
+		s.cfg.Peers.Close()
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for a, c := range s.conns {
-		c.Close()
-		delete(s.conns, a)
-	}
-}
-
-func (s *Service) conn(addr string) (*grpc.ClientConn, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.conns[addr]; ok {
-		return c, nil
-	}
-	c, err := grpc.NewClient(addr, s.cfg.DialOptions...)
-	if err != nil {
-		return nil, err
-	}
-	s.conns[addr] = c
-	return c, nil
 }
 
 func (s *Service) grpcAddr(id string) string {
@@ -174,7 +156,7 @@ func (s *Service) GetClusterStatus(ctx context.Context, r *pb.GetClusterStatusRe
 		wg.Add(1)
 		go func(m *pb.Member, addr string) {
 			defer wg.Done()
-			info, err := s.probe(ctx, addr)
+			info, err := s.probe(ctx, m.NodeId, addr)
 			if err != nil || info.NodeId != m.NodeId {
 				m.Reachability = "unreachable"
 				m.State = "unreachable"
@@ -198,11 +180,11 @@ func fill(m *pb.Member, info *pb.GetNodeInfoResponse, reach string) {
 	}
 }
 
-func (s *Service) probe(ctx context.Context, addr string) (*pb.GetNodeInfoResponse, error) {
+func (s *Service) probe(ctx context.Context, id, addr string) (*pb.GetNodeInfoResponse, error) {
 	if addr == "" {
 		return nil, errNoAddress
 	}
-	c, err := s.conn(addr)
+	c, err := s.cfg.Peers.Get(id, addr)
 	if err != nil {
 		return nil, err
 	}

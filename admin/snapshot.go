@@ -100,7 +100,7 @@ func (s *Service) relaySnapshot(ctx context.Context, stream grpc.ServerStreaming
 	if id == "" || addr == "" {
 		return apierr.New(codes.Unavailable, apierr.NotLeader, s.cfg.NodeID, apierr.Leader{}, "snapshot: no leader known")
 	}
-	c, err := s.conn(addr)
+	c, err := s.cfg.Peers.Get(string(id), addr)
 	if err != nil {
 		return apierr.New(codes.Unavailable, apierr.NotSent, s.cfg.NodeID, apierr.Leader{ID: string(id), Address: addr}, "snapshot: "+err.Error())
 	}

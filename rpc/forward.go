@@ -2,16 +2,14 @@ package rpc
 
 import (
 	"context"
-	"sync"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/grackle-coord/grackle/apierr"
+	"github.com/grackle-coord/grackle/internal/peerconn"
 	"github.com/grackle-coord/grackle/leader"
 )
 
@@ -33,37 +31,27 @@ const forwardedKey = "grackle-forwarded"
 // authorizationKey carries the caller's access token (package acl).
 const authorizationKey = "authorization"
 
-// forwarder keeps one connection per leader address. The leader's
-// response headers (the Raft index) and trailers (the leader's address)
-// are relayed to the original caller, and so are its errors with their
-// detail: a forwarded call answers exactly as the leader would.
+// forwarder sends calls to the leader on the node's connections to its
+// peers (package peerconn). The leader's response headers (the Raft index)
+// and trailers (the leader's address) are relayed to the original caller,
+// and so are its errors with their detail: a forwarded call answers
+// exactly as the leader would.
 type forwarder struct {
 	leaderInfo func() (id, addr string)
 	self       string
-	dialOpts   []grpc.DialOption
-
-	mu      sync.Mutex
-	conns   map[string]*grpc.ClientConn
-	retired map[*grpc.ClientConn]*time.Timer // replaced, closed later
-	dials   int                              // connections made (tests)
+	peers      *peerconn.Cache
+	ownPeers   bool // made here (no shared cache given): closed by close
 }
-
-// retireAfter is how long a replaced connection stays open for the calls
-// still running on it (a blocking acquire waits up to the server's
-// --max-timeout): closing it at once would cancel them mid-flight, and a
-// cancelled write's outcome is unknown to its caller.
-const retireAfter = 10 * time.Minute
 
 var _ forwarding = (*forwarder)(nil)
 
-// newForwarder: extra dial options come last, so they may override the
-// plaintext default (peer TLS).
-func newForwarder(self string, leaderInfo func() (string, string), extra []grpc.DialOption) *forwarder {
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithUnaryInterceptor(relayMetadata)},
-		apierr.DialOptions()...)
-	opts = append(opts, extra...)
-	return &forwarder{leaderInfo: leaderInfo, self: self, dialOpts: opts, conns: map[string]*grpc.ClientConn{},
-		retired: map[*grpc.ClientConn]*time.Timer{}}
+// newForwarder forwards on peers; nil: a plaintext cache of its own.
+func newForwarder(self string, leaderInfo func() (string, string), peers *peerconn.Cache) *forwarder {
+	f := &forwarder{leaderInfo: leaderInfo, self: self, peers: peers}
+	if peers == nil {
+		f.peers, f.ownPeers = peerconn.New(), true
+	}
+	return f
 }
 
 // forwardAttempts bounds the tries of one forwarded call. Only a hop that
@@ -91,12 +79,16 @@ func (f *forwarder) forward(ctx context.Context, call func(context.Context, grpc
 	}
 	var err error
 	for attempt := 1; attempt <= forwardAttempts; attempt++ {
+		get := f.peers.Get
+		if attempt == forwardAttempts {
+			get = f.peers.Redial
+		}
 		var cc *grpc.ClientConn
-		cc, err = f.conn(addr, attempt == forwardAttempts)
+		cc, err = get(id, addr)
 		if err != nil {
 			return &leader.Error{Code: codes.Unavailable, Reason: apierr.NotSent, Msg: "cannot reach the leader: " + err.Error()}
 		}
-		err = call(out, cc)
+		err = call(out, relaying{cc})
 		if err == nil {
 			return nil
 		}
@@ -119,45 +111,10 @@ func (f *forwarder) forward(ctx context.Context, call func(context.Context, grpc
 	return &leader.Error{Code: codes.Unavailable, Reason: apierr.NotSent, Msg: "cannot reach the leader: " + status.Convert(err).Message()}
 }
 
-// conn returns the kept connection to addr, or (fresh) a new one that
-// replaces it.
-func (f *forwarder) conn(addr string, fresh bool) (*grpc.ClientConn, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if c, ok := f.conns[addr]; ok {
-		if !fresh {
-			return c, nil
-		}
-		delete(f.conns, addr)
-		old := c
-		f.retired[old] = time.AfterFunc(retireAfter, func() {
-			f.mu.Lock()
-			delete(f.retired, old)
-			f.mu.Unlock()
-			old.Close()
-		})
-	}
-	c, err := grpc.NewClient(addr, f.dialOpts...)
-	if err != nil {
-		return nil, err
-	}
-	f.dials++
-	f.conns[addr] = c
-	return c, nil
-}
-
 func (f *forwarder) close() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, c := range f.conns {
-		c.Close()
+	if f.ownPeers {
+		f.peers.Close()
 	}
-	f.conns = map[string]*grpc.ClientConn{}
-	for c, t := range f.retired {
-		t.Stop()
-		c.Close()
-	}
-	f.retired = map[*grpc.ClientConn]*time.Timer{}
 }
 
 // relayMetadata hands the leader's response headers and trailers back to
@@ -165,9 +122,15 @@ func (f *forwarder) close() {
 // SetHeader and SetTrailer reach it. A forwarding follower therefore
 // relays both the Raft index header and the leader-address trailer (and
 // the leader's errors carry the leader in their ErrorInfo anyway).
-func relayMetadata(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+//
+// It wraps the connection rather than being one of its interceptors: the
+// connection is shared with the node's other callers (admin probes, watch
+// relays), whose peers' metadata is not the caller's answer.
+type relaying struct{ *grpc.ClientConn }
+
+func (r relaying) Invoke(ctx context.Context, method string, req, reply any, opts ...grpc.CallOption) error {
 	var hdr, trl metadata.MD
-	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Header(&hdr), grpc.Trailer(&trl))...)
+	err := r.ClientConn.Invoke(ctx, method, req, reply, append(opts, grpc.Header(&hdr), grpc.Trailer(&trl))...)
 	if len(hdr) > 0 {
 		_ = grpc.SetHeader(ctx, hdr)
 	}

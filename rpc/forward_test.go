@@ -49,8 +49,8 @@ func TestForwardUnreachableLeaderNotSent(t *testing.T) {
 	if r := reasonOf(t, err); r != apierr.NotSent {
 		t.Fatalf("reason %s, want NOT_SENT (%v)", r, err)
 	}
-	if f.dials != forwardAttempts {
-		t.Fatalf("%d connections made, want %d (the last try dials afresh)", f.dials, forwardAttempts)
+	if f.peers.Dials() != forwardAttempts {
+		t.Fatalf("%d connections made, want %d (the last try dials afresh)", f.peers.Dials(), forwardAttempts)
 	}
 }
 
@@ -69,8 +69,8 @@ func TestForwardNoLeaderNotLeader(t *testing.T) {
 	for name, c := range cases {
 		f := newForwarder("n2", func() (string, string) { return c.id, c.addr }, nil)
 		err := f.forward(c.ctx, healthCall)
-		if r := reasonOf(t, err); r != apierr.NotLeader || f.dials != 0 {
-			t.Errorf("%s: reason %s, %d dials", name, r, f.dials)
+		if r := reasonOf(t, err); r != apierr.NotLeader || f.peers.Dials() != 0 {
+			t.Errorf("%s: reason %s, %d dials", name, r, f.peers.Dials())
 		}
 		f.close()
 	}
@@ -113,8 +113,8 @@ func TestForwardRelaysLeaderErrors(t *testing.T) {
 		f := newForwarder("n2", func() (string, string) { return "n1", lis.Addr().String() }, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		err = f.forward(ctx, healthCall)
-		if !c.check(err) || f.dials != c.dials {
-			t.Errorf("%s: got %v (%d dials)", name, err, f.dials)
+		if !c.check(err) || f.peers.Dials() != c.dials {
+			t.Errorf("%s: got %v (%d dials)", name, err, f.peers.Dials())
 		}
 		cancel()
 		f.close()

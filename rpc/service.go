@@ -11,9 +11,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	"google.golang.org/grpc"
 
 	"github.com/grackle-coord/grackle/fsm"
+	"github.com/grackle-coord/grackle/internal/peerconn"
 	"github.com/grackle-coord/grackle/leader"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
@@ -43,9 +43,10 @@ type Config struct {
 	Clock leader.Source
 	// Observer receives the leader's waiter and expiry events (nil: none).
 	Observer leader.Observer
-	// DialOptions are used to dial the leader when forwarding (its
-	// transport credentials: peer TLS); default plaintext.
-	DialOptions []grpc.DialOption
+	// Peers are the node's connections to the other members, used to
+	// forward to the leader (shared; its owner closes it). nil: plaintext
+	// connections of the service's own, closed by Stop.
+	Peers *peerconn.Cache
 	// Authorize, when set (access control on), decides each call this
 	// node serves as the leader, once the leader has applied every
 	// committed entry (so a committed revoke is always seen).
@@ -85,7 +86,7 @@ func New(cfg Config, r *raft.Raft, f *fsm.FSM, log hclog.Logger) *Service {
 		LeaseGrace: cfg.LeaseGrace, ApplyTimeout: cfg.ApplyTimeout, ExpireBatch: cfg.ExpireBatch, MaxWaiters: cfg.MaxWaiters,
 		Clock: cfg.Clock, Observer: cfg.Observer, Log: log.Named("leader"),
 	}, r, f)
-	s.fwd = newForwarder(cfg.NodeID, s.leaderInfo, cfg.DialOptions)
+	s.fwd = newForwarder(cfg.NodeID, s.leaderInfo, cfg.Peers)
 	return s
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/grackle-coord/grackle/admin"
 	"github.com/grackle-coord/grackle/client"
 	"github.com/grackle-coord/grackle/fsm"
+	"github.com/grackle-coord/grackle/internal/peerconn"
 	"github.com/grackle-coord/grackle/metrics"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/raftnode"
@@ -62,8 +63,9 @@ type Server struct {
 	done        chan struct{}
 
 	sec   security
-	split *tlsutil.Split // the gRPC port's TLS/plaintext sorter (TLS only)
-	plain *grpc.Server   // answers plaintext clients of a TLS port
+	peers *peerconn.Cache // connections to the other members
+	split *tlsutil.Split  // the gRPC port's TLS/plaintext sorter (TLS only)
+	plain *grpc.Server    // answers plaintext clients of a TLS port
 }
 
 // fill applies DefaultConfig's value to every zero field.
@@ -187,14 +189,17 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	raftPtr.Store(node.Raft)
 	checker := aclChecker{on: cfg.ACL, c: &acl.Checker{Tokens: f}}
 	node.ShutdownTimeout = cfg.ShutdownTimeout
+	// One connection per other member, shared by forwarding, watch relays
+	// and the admin probes; closed by Close once they all stopped.
+	peerConns := peerconn.New(grpc.WithTransportCredentials(sec.peerDialCreds()))
 	api := rpc.New(rpc.Config{
 		NodeID: cfg.NodeID, GRPCAddress: grpcAdv, RaftAddress: string(node.Addr), InitialGRPC: initialGRPC,
 		Limits: cfg.Limits, MaxTimeoutSeconds: cfg.MaxTimeoutSeconds,
-		LeaseGrace:  cfg.ElectionTimeout * 2,
-		Clock:       cfg.Clock,
-		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(sec.peerDialCreds())},
-		Observer:    observers{met.LeaderObserver(), queueFeed{feed}},
-		Authorize:   checker.authorize(),
+		LeaseGrace: cfg.ElectionTimeout * 2,
+		Clock:      cfg.Clock,
+		Peers:      peerConns,
+		Observer:   observers{met.LeaderObserver(), queueFeed{feed}},
+		Authorize:  checker.authorize(),
 	}, node.Raft, f, log.Named("rpc"))
 	if sec.api != nil && sec.peer == nil && (len(peers) > 1 || cfg.Join != "") {
 		log.Warn("client TLS without peer TLS: followers verify the leader's API certificate against the system roots and present none; set --peer-tls-* so they authenticate as peers")
@@ -211,8 +216,8 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 
 	lead := watch.NewLeadership(node.Raft, f, watch.LeadershipConfig{NodeID: cfg.NodeID, GRPCAddress: grpcAdv, InitialGRPC: initialGRPC})
 	ws := watch.New(watch.Config{NodeID: cfg.NodeID, StallTimeout: cfg.WatchStallTimeout, MaxWatchers: cfg.MaxWatchers, Queues: queuesOf(api),
-		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(sec.peerDialCreds())}}, f, feed, lead, log.Named("watch"))
-	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, Watch: ws, feed: feed, lead: lead, Metrics: met, done: make(chan struct{}), sec: sec}
+		Peers: peerConns}, f, feed, lead, log.Named("watch"))
+	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, Watch: ws, feed: feed, lead: lead, Metrics: met, done: make(chan struct{}), sec: sec, peers: peerConns}
 	unary := []grpc.UnaryServerInterceptor{met.UnaryInterceptor(), s.diskFullUnary}
 	stream := []grpc.StreamServerInterceptor{met.StreamInterceptor(), s.diskFullStream}
 	if cfg.ACL {
@@ -230,7 +235,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	gs := grpc.NewServer(opts...)
 	pb.RegisterGrackleServiceServer(gs, grackleAPI{Service: api, watch: ws})
 	adm := admin.New(admin.Config{NodeID: cfg.NodeID, InitialGRPC: initialGRPC, Skew: api.Leader().Skew, ProbeTimeout: cfg.MemberProbeTimeout,
-		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(sec.peerDialCreds())}}, api, node.Raft, f, node.Snapshots, log.Named("admin"))
+		Peers: peerConns}, api, node.Raft, f, node.Snapshots, log.Named("admin"))
 	pb.RegisterClusterServiceServer(gs, adm)
 	pb.RegisterACLServiceServer(gs, api)
 	hs := health.NewServer()
@@ -408,6 +413,10 @@ func (s *Server) Close() error {
 	}
 	s.API.Stop()
 	s.admin.Close()
+	// Forwarded calls end now (their callers learn the outcome is unknown)
+	// rather than holding up the drain below; relayed watches end
+	// Unavailable, and their clients resume elsewhere.
+	s.peers.Close()
 	s.lead.Close() // ends the watch streams' term
 	if c := s.uiClient.Load(); c != nil {
 		c.Close()

@@ -7,18 +7,17 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
+	"github.com/grackle-coord/grackle/internal/peerconn"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -57,8 +56,10 @@ type Config struct {
 	// Queues returns the leader's queues in the current term (nil when
 	// this node does not lead, or when the queues cannot be read).
 	Queues func() Queues
-	// DialOptions are used to reach the leader when a follower forwards.
-	DialOptions []grpc.DialOption
+	// Peers are the node's connections to the other members, used to
+	// reach the leader when a follower forwards (shared; its owner closes
+	// it). nil: plaintext connections of the service's own, closed by Close.
+	Peers *peerconn.Cache
 }
 
 // Service serves WatchSemaphore and ListSemaphoreWaiters. It implements
@@ -71,8 +72,7 @@ type Service struct {
 	lead *Leadership
 	log  hclog.Logger
 
-	connMu sync.Mutex
-	conns  map[string]*grpc.ClientConn
+	ownPeers bool // cfg.Peers made by New
 }
 
 // New creates the service.
@@ -86,17 +86,19 @@ func New(cfg Config, f *fsm.FSM, feed *Feed, lead *Leadership, log hclog.Logger)
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Service{cfg: cfg, fsm: f, feed: feed, lead: lead, log: log, conns: map[string]*grpc.ClientConn{}}
+	own := cfg.Peers == nil
+	if own {
+		cfg.Peers = peerconn.New()
+	}
+	return &Service{cfg: cfg, fsm: f, feed: feed, lead: lead, log: log, ownPeers: own}
 }
 
-// Close closes the connections used to forward.
+// Close closes the connections used to forward, when they are the
+// service's own.
 func (s *Service) Close() {
-	s.connMu.Lock()
-	defer s.connMu.Unlock()
-	for _, c := range s.conns {
-		c.Close()
+	if s.ownPeers {
+		s.cfg.Peers.Close()
 	}
-	s.conns = map[string]*grpc.ClientConn{}
 }
 
 // ---- errors ----
@@ -189,17 +191,10 @@ func (s *Service) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
 	if id == "" || addr == "" || id == s.cfg.NodeID {
 		return nil, s.notLeader(ctx)
 	}
-	s.connMu.Lock()
-	defer s.connMu.Unlock()
-	if c, ok := s.conns[addr]; ok {
-		return c, nil
-	}
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, s.cfg.DialOptions...)
-	c, err := grpc.NewClient(addr, opts...)
+	c, err := s.cfg.Peers.Get(id, addr)
 	if err != nil {
 		return nil, s.unavailable(ctx, "cannot reach the leader: "+err.Error(), id, addr)
 	}
-	s.conns[addr] = c
 	return c, nil
 }
 

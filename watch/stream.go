@@ -150,6 +150,12 @@ func (s *Service) relayWatch(ctx context.Context, r *pb.WatchSemaphoreRequest, s
 		m, err := up.Recv()
 		if err != nil {
 			relayTrailer(stream.Context(), tr)
+			if status.Code(err) == codes.Canceled && stream.Context().Err() == nil {
+				// The connection to the leader was closed under the relay
+				// (this node stopping, or the connection retired), not by
+				// the caller: a retryable "not here", so its client resumes.
+				return s.elsewhere(stream.Context(), "the relay to the leader was cut: "+status.Convert(err).Message())
+			}
 			return err
 		}
 		if err := stream.Send(m); err != nil {

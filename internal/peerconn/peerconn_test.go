@@ -1,0 +1,87 @@
+package peerconn
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+)
+
+// shutdownBy waits (generously) for cc to be closed.
+func shutdownBy(t *testing.T, cc *grpc.ClientConn, d time.Duration) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for s := cc.GetState(); s != connectivity.Shutdown; s = cc.GetState() {
+		if !cc.WaitForStateChange(ctx, s) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestGetKeepsOneConnectionPerMember(t *testing.T) {
+	c := New()
+	defer c.Close()
+	a, err := c.Get("n1", "127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := c.Get("n1", "127.0.0.1:1")
+	other, _ := c.Get("n2", "127.0.0.1:2")
+	if a != b || a == other || c.Dials() != 2 {
+		t.Fatalf("same member twice: same connection (%v), other member: another (%v); %d dials, want 2", a == b, a != other, c.Dials())
+	}
+}
+
+// A member whose address changed gets a new connection; the old one stays
+// open for RetireAfter (the calls on it finish), then it is closed.
+func TestAddressChangeRetiresTheOldConnection(t *testing.T) {
+	c := New()
+	defer c.Close()
+	c.retireAfter = time.Hour
+	old, _ := c.Get("n1", "127.0.0.1:1")
+	moved, _ := c.Get("n1", "127.0.0.1:3")
+	if old == moved || c.Dials() != 2 {
+		t.Fatalf("moved member kept its old connection (%d dials)", c.Dials())
+	}
+	if old.GetState() == connectivity.Shutdown {
+		t.Fatal("the retired connection was closed at once")
+	}
+	again, _ := c.Get("n1", "127.0.0.1:3")
+	if again != moved {
+		t.Fatal("the new address was not kept")
+	}
+
+	c.retireAfter = time.Millisecond
+	last, _ := c.Redial("n1", "127.0.0.1:3")
+	if last == moved || c.Dials() != 3 {
+		t.Fatalf("Redial kept the connection (%d dials)", c.Dials())
+	}
+	if !shutdownBy(t, moved, 30*time.Second) {
+		t.Fatal("the retired connection was never closed")
+	}
+	if old.GetState() == connectivity.Shutdown {
+		t.Fatal("a connection retired for an hour was closed early")
+	}
+}
+
+func TestCloseClosesKeptAndRetired(t *testing.T) {
+	c := New()
+	c.retireAfter = time.Hour
+	retired, _ := c.Get("n1", "127.0.0.1:1")
+	kept, _ := c.Redial("n1", "127.0.0.1:1")
+	c.Close()
+	for name, cc := range map[string]*grpc.ClientConn{"kept": kept, "retired": retired} {
+		if cc.GetState() != connectivity.Shutdown {
+			t.Errorf("%s connection open after Close", name)
+		}
+	}
+	if _, err := c.Get("n1", "127.0.0.1:1"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Get after Close: %v, want ErrClosed", err)
+	}
+	c.Close() // twice is harmless
+}
