@@ -56,9 +56,10 @@ JEPSEN_DURATION ?= 120s
 JEPSEN_NEMESIS  ?= all
 JEPSEN_SEED     ?= 0
 JEPSEN_FAULT    ?=
+JEPSEN_SECURE   ?=
 
-jepsen: ## fault-injection run (root): JEPSEN_NODES, _DURATION, _NEMESIS, _SEED, _FAULT
-	$(GO) run ./jepsen/cmd/jepsen -nodes $(JEPSEN_NODES) -duration $(JEPSEN_DURATION) -nemesis $(JEPSEN_NEMESIS) -seed $(JEPSEN_SEED) -fault "$(JEPSEN_FAULT)"
+jepsen: ## fault-injection run (root): JEPSEN_NODES, _DURATION, _NEMESIS, _SEED, _FAULT, _SECURE=1 (mutual TLS, peer TLS, acl)
+	$(GO) run ./jepsen/cmd/jepsen -nodes $(JEPSEN_NODES) -duration $(JEPSEN_DURATION) -nemesis $(JEPSEN_NEMESIS) -seed $(JEPSEN_SEED) -fault "$(JEPSEN_FAULT)" -secure=$(if $(filter 1 true yes,$(JEPSEN_SECURE)),true,false)
 
 jepsen-ci: ## the short fault-injection runs of CI (clean run + each fault caught)
 	bash jepsen/ci.sh

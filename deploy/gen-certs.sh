@@ -8,16 +8,18 @@
 #   NODE-api.crt/.key    API certificate of each node
 #   NODE-peer.crt/.key   peer certificate of each node (Raft, forwarding)
 #   client.crt/.key      a client certificate (CLI --cert/--key)
-# Usage: deploy/gen-certs.sh [OUT] [NODE...]   (default nodes: n1 n2 n3)
+# Usage: deploy/gen-certs.sh [OUT] [NODE[=SAN,...]...]   (default nodes: n1 n2 n3)
 # Each node certificate names the node (DNS:NODE), its Kubernetes peer
 # names (NODE.grackle-peers, NODE.grackle-peers.*.svc.cluster.local when
-# NODE is grackle-N), localhost and 127.0.0.1; add names with
-# EXTRA_SANS="DNS:grackle.example.com,IP:10.0.0.1".
+# NODE is grackle-N), localhost and 127.0.0.1; add names to every node's
+# with EXTRA_SANS="DNS:grackle.example.com,IP:10.0.0.1", and to one node's
+# with NODE=SANS (n1=IP:10.0.0.11 n2=IP:10.0.0.12: each node's own address).
 set -euo pipefail
 OUT=${1:-deploy/compose/certs}
 shift || true
 NODES=("$@")
 [ ${#NODES[@]} -gt 0 ] || NODES=(n1 n2 n3)
+NAMES=()
 DAYS=${DAYS:-365}
 mkdir -p "$OUT"
 cd "$OUT"
@@ -37,11 +39,16 @@ leaf() { # ca name sans
 
 ca api-ca
 ca peer-ca
-for n in "${NODES[@]}"; do
+for spec in "${NODES[@]}"; do
+  n=${spec%%=*}
+  own=""
+  [ "$n" != "$spec" ] && own=${spec#*=}
   sans="DNS:$n,DNS:$n.grackle-peers,DNS:$n.grackle-peers.default.svc.cluster.local,DNS:grackle,DNS:localhost,IP:127.0.0.1"
   [ -n "${EXTRA_SANS:-}" ] && sans="$sans,$EXTRA_SANS"
+  [ -n "$own" ] && sans="$sans,$own"
   leaf api-ca "$n-api" "$sans"
   leaf peer-ca "$n-peer" "$sans"
+  NAMES+=("$n")
 done
 leaf api-ca client "DNS:client"
 rm -f ./*.srl
@@ -53,4 +60,4 @@ chmod 600 ./*.key
 if [ "$(id -u)" = 0 ]; then
   chown 65532:65532 ./*.key ./*.crt
 fi
-echo "certificates in $OUT: api-ca.crt peer-ca.crt ${NODES[*]/%/-api.crt} ${NODES[*]/%/-peer.crt} client.crt (+ keys)"
+echo "certificates in $OUT: api-ca.crt peer-ca.crt ${NAMES[*]/%/-api.crt} ${NAMES[*]/%/-peer.crt} client.crt (+ keys)"

@@ -14,6 +14,8 @@
 //   - LostWrites: after healing, acknowledged holds whose lease is still
 //     certainly alive are listed by reads; acknowledged leases are found.
 //   - Liveness: the cluster serves again within a bound after healing.
+//   - Access: no call of a client with every right is refused by TLS or
+//     access control (runs with -secure; trivially ok without).
 package check
 
 import (
@@ -40,6 +42,7 @@ const (
 	NameFencing         = "fencing"
 	NameLostWrites      = "lost-writes"
 	NameLiveness        = "liveness"
+	NameAccess          = "access"
 )
 
 // Result is one checker's verdict.
@@ -123,6 +126,7 @@ func All(h *history.History, opts Options) []Result {
 		fencing(h, opts.MaxAnomalies),
 		lostWrites(h, opts.MaxAnomalies),
 		Liveness(h, opts.LivenessBound),
+		access(h, opts.MaxAnomalies),
 	}
 }
 

@@ -35,6 +35,9 @@ type Config struct {
 	Net       int
 	ExtraArgs []string // appended to every `grackle server`
 	Env       []string // extra environment of the server processes
+	// Secure, when set, turns on client mutual TLS, peer TLS and access
+	// control on every node (secure.go).
+	Secure *Secure
 }
 
 // Node is one member.
@@ -59,10 +62,14 @@ type Cluster struct {
 	bridge string
 	Nodes  []*Node
 
+	sec *secureState // nil: plaintext, no access control
+
 	mu     sync.Mutex
 	closed bool
-	conns  map[string]*grpc.ClientConn
+	conns  map[connKey]*grpc.ClientConn
 }
+
+type connKey struct{ addr, token string }
 
 func run(name string, args ...string) error {
 	out, err := exec.Command(name, args...).CombinedOutput()
@@ -81,10 +88,16 @@ func Start(cfg Config) (*Cluster, error) {
 	if cfg.Net < 1 || cfg.Net > 254 {
 		return nil, fmt.Errorf("cluster: Net must be 1..254")
 	}
-	c := &Cluster{cfg: cfg, bridge: fmt.Sprintf("grkbr%d", cfg.Net), conns: map[string]*grpc.ClientConn{}}
+	c := &Cluster{cfg: cfg, bridge: fmt.Sprintf("grkbr%d", cfg.Net), conns: map[connKey]*grpc.ClientConn{}}
 	if err := c.network(); err != nil {
 		c.Close()
 		return nil, err
+	}
+	if cfg.Secure != nil {
+		if err := c.makeCerts(); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
 	var members []string
 	for _, n := range c.Nodes {
@@ -92,6 +105,12 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	for i := range c.Nodes {
 		if err := c.start(i, "--initial-members", strings.Join(members, ",")); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	if c.sec != nil {
+		if err := c.bootstrap(60 * time.Second); err != nil {
 			c.Close()
 			return nil, err
 		}
@@ -162,10 +181,17 @@ func (c *Cluster) start(i int, extra ...string) error {
 	}
 	args := append([]string{"netns", "exec", n.NS, c.cfg.Binary, "server", "--node-id", n.ID, "--data-dir", n.DataDir,
 		"--grpc-addr", n.GRPC, "--raft-addr", n.Raft, "--http-addr", "", "--log-level", "info"}, c.cfg.ExtraArgs...)
+	env := append(os.Environ(), c.cfg.Env...)
+	if c.sec != nil {
+		args = append(args, c.secureArgs(n)...)
+		if n.joined {
+			env = append(env, c.joinEnv()...)
+		}
+	}
 	args = append(args, extra...)
 	cmd := exec.Command("ip", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), c.cfg.Env...)
+	cmd.Env = env
 	// `ip netns exec` execs the binary in place, so the pid is the server's.
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -276,20 +302,33 @@ func (c *Cluster) Endpoints() []string {
 	return eps
 }
 
-// Conn returns a kept-open connection to an address.
-func (c *Cluster) Conn(addr string) *grpc.ClientConn {
+// Conn returns a kept-open connection to an address, for the harness's
+// own calls (setup, nemeses): on a secure cluster it sends the admin token.
+func (c *Cluster) Conn(addr string) *grpc.ClientConn { return c.ConnAs(addr, "") }
+
+// ConnAs is Conn sending token instead (on a secure cluster; "" is the
+// admin token). The workloads use a token that may only write to their
+// namespace.
+func (c *Cluster) ConnAs(addr, token string) *grpc.ClientConn {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cc, ok := c.conns[addr]; ok {
+	k := connKey{addr, token}
+	if cc, ok := c.conns[k]; ok {
 		return cc
 	}
 	// apierr.DialOptions: a call no connection carried is marked NOT_SENT,
 	// so the recorder can count it a certain failure.
-	cc, err := grpc.NewClient(addr, append(apierr.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	opts := apierr.DialOptions()
+	if c.sec != nil {
+		opts = append(opts, c.secureDialOptions(token)...)
+	} else {
+		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		panic(err) // only malformed targets fail here
 	}
-	c.conns[addr] = cc
+	c.conns[k] = cc
 	return cc
 }
 

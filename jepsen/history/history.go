@@ -95,6 +95,20 @@ type Nemesis struct {
 	End    time.Duration `json:"end"`
 }
 
+// Keys of History.Meta that a run with TLS and access control fills when
+// something went wrong outside the recorded operations (one finding a
+// line); the access checker reports each as an anomaly.
+const (
+	// MetaTLSFailures: TLS handshakes that failed for a reason no retry
+	// fixes (a certificate that does not verify, a refused client
+	// certificate, a plaintext answer).
+	MetaTLSFailures = "tls_handshake_failures"
+	// MetaHarnessRefusals: the harness's own calls (setup, nemeses,
+	// leader lookups) answered Unauthenticated or PermissionDenied, as
+	// "method code reason xN".
+	MetaHarnessRefusals = "harness_refusals"
+)
+
 // History is a whole run.
 type History struct {
 	Seed     int64             `json:"seed"`

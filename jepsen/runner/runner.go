@@ -31,6 +31,10 @@ type Config struct {
 	Dir       string
 	Net       int
 	ServerEnv []string
+	// Secure, when set, runs the cluster with client mutual TLS, peer TLS
+	// and access control; the workloads then use a token that may only
+	// write to their namespace, the harness the bootstrapped admin token.
+	Secure *cluster.Secure
 	// Linear is the number of processes of the linearizability workload
 	// (long leases, never expire); Fenced of the fenced/expiry workload.
 	Linear, Fenced int
@@ -47,7 +51,7 @@ func Run(ctx context.Context, cfg Config) (*history.History, error) {
 		cfg.Logf = func(string, ...any) {}
 	}
 	rng := rand.New(rand.NewSource(cfg.Seed))
-	c, err := cluster.Start(cluster.Config{Nodes: cfg.Nodes, Binary: cfg.Binary, Dir: cfg.Dir, Net: cfg.Net, Env: cfg.ServerEnv,
+	c, err := cluster.Start(cluster.Config{Nodes: cfg.Nodes, Binary: cfg.Binary, Dir: cfg.Dir, Net: cfg.Net, Env: cfg.ServerEnv, Secure: cfg.Secure,
 		ExtraArgs: []string{"--snapshot-threshold", "500", "--snapshot-interval", "2s", "--trailing-logs", "200"}})
 	if err != nil {
 		return nil, err
@@ -62,7 +66,16 @@ func Run(ctx context.Context, cfg Config) (*history.History, error) {
 	if err := w.setup(ctx, h, rng); err != nil {
 		return nil, err
 	}
-	cfg.Logf("cluster of %d up; semaphores %v", cfg.Nodes, h.Permits)
+	if c.Secured() {
+		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		w.token, err = c.CreateToken(tctx, "write", ns)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("setup: %w", err)
+		}
+		h.Meta["secure"] = "client mutual TLS, peer TLS, acl (workloads: write token on " + ns + ")"
+	}
+	cfg.Logf("cluster of %d up%s; semaphores %v", cfg.Nodes, map[bool]string{true: " (mutual TLS, peer TLS, acl)"}[c.Secured()], h.Permits)
 
 	runCtx, stop := context.WithTimeout(ctx, cfg.Duration)
 	defer stop()
@@ -86,6 +99,14 @@ func Run(ctx context.Context, cfg Config) (*history.History, error) {
 	h.HealedAt = w.rec.since()
 	cfg.Logf("healed at %v; final reads", h.HealedAt)
 	w.final(ctx, h, 30*time.Second)
+	// The access checker reports these as anomalies.
+	handshake, refused := c.SecurityFindings()
+	if len(handshake) > 0 {
+		h.Meta[history.MetaTLSFailures] = strings.Join(handshake, "\n")
+	}
+	if len(refused) > 0 {
+		h.Meta[history.MetaHarnessRefusals] = strings.Join(refused, "\n")
+	}
 	h.Ops = w.rec.ops
 	h.Nemeses = nem.windows
 	sort.SliceStable(h.Ops, func(i, j int) bool { return h.Ops[i].Invoke < h.Ops[j].Invoke })
@@ -94,8 +115,9 @@ func Run(ctx context.Context, cfg Config) (*history.History, error) {
 
 // world is the shared state of the workload processes.
 type world struct {
-	c   *cluster.Cluster
-	rec *recorder
+	c     *cluster.Cluster
+	rec   *recorder
+	token string // the workloads' token on a secure cluster ("" during setup: the admin's)
 
 	linSems, fenSems []string
 	regMu            sync.Mutex
@@ -104,7 +126,7 @@ type world struct {
 
 func (w *world) api(rng *rand.Rand) (pb.GrackleServiceClient, string) {
 	n := w.c.Nodes[rng.Intn(len(w.c.Nodes))]
-	return pb.NewGrackleServiceClient(w.c.Conn(n.GRPC)), n.ID
+	return pb.NewGrackleServiceClient(w.c.ConnAs(n.GRPC, w.token)), n.ID
 }
 
 func (w *world) setup(ctx context.Context, h *history.History, rng *rand.Rand) error {

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/grackle-coord/grackle/jepsen/cluster"
 	"github.com/grackle-coord/grackle/jepsen/history"
 	"github.com/grackle-coord/grackle/jepsen/runner"
 )
@@ -37,6 +38,7 @@ func main() {
 	hold := flag.Duration("fault-for", 4*time.Second, "mean length of a fault")
 	linTimeout := flag.Duration("lin-timeout", 60*time.Second, "bound of the linearizability search")
 	liveness := flag.Duration("liveness", 30*time.Second, "the cluster must serve again this soon after healing")
+	secure := flag.Bool("secure", os.Getenv("JEPSEN_SECURE") == "1", "client mutual TLS, peer TLS and access control on every node (certificates made with openssl into the run's dir) [$JEPSEN_SECURE=1]")
 	recheck := flag.String("check", "", "only check an existing history.jsonl (and write its report beside it)")
 	flag.Parse()
 
@@ -87,11 +89,20 @@ func main() {
 		fail(2, "go build: %v\n%s", err, b)
 	}
 
+	var sec *cluster.Secure
+	if *secure {
+		script, err := certScript()
+		if err != nil {
+			fail(2, "%v", err)
+		}
+		sec = &cluster.Secure{CertScript: script}
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fmt.Printf("jepsen: seed=%d nodes=%d duration=%s nemesis=%s fault=%q out=%s\n", *seed, *nodes, *dur, strings.Join(kinds, ","), *fault, *out)
+	fmt.Printf("jepsen: seed=%d nodes=%d duration=%s nemesis=%s fault=%q secure=%v out=%s\n", *seed, *nodes, *dur, strings.Join(kinds, ","), *fault, *secure, *out)
 	h, err := runner.Run(ctx, runner.Config{Nodes: *nodes, Duration: *dur, Seed: *seed, Nemeses: kinds, Binary: bin, Dir: *out, Net: *netID,
-		ServerEnv: env, Linear: *linear, Fenced: *fenced, FaultEvery: *every, FaultFor: *hold,
+		ServerEnv: env, Secure: sec, Linear: *linear, Fenced: *fenced, FaultEvery: *every, FaultFor: *hold,
 		Logf: func(f string, a ...any) { fmt.Printf("jepsen: "+f+"\n", a...) }})
 	if err != nil {
 		fail(1, "run: %v", err)
@@ -108,6 +119,23 @@ func main() {
 	}
 	f.Close()
 	os.Exit(checkAndReport(*out, h, *linTimeout, *liveness))
+}
+
+// certScript finds deploy/gen-certs.sh in the module's root (the suite
+// runs from a checkout: go run ./jepsen/cmd/jepsen).
+func certScript() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil || strings.TrimSpace(string(out)) == "" || strings.TrimSpace(string(out)) == os.DevNull {
+		return "", fmt.Errorf("-secure: run from inside the grackle checkout (go env GOMOD: %v)", err)
+	}
+	p := filepath.Join(filepath.Dir(strings.TrimSpace(string(out))), "deploy", "gen-certs.sh")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("-secure: the certificate script: %w", err)
+	}
+	if _, err := exec.LookPath("openssl"); err != nil {
+		return "", fmt.Errorf("-secure needs openssl: %w", err)
+	}
+	return p, nil
 }
 
 func contains(xs []string, x string) bool {
