@@ -52,6 +52,37 @@ const (
 	WatchStalled = "WATCH_STALLED"
 )
 
+// Not-found reasons say which thing is missing, so that a caller can tell
+// "my lease is gone" (its session is lost) from "that semaphore does not
+// exist" (a mistake in the call) without reading the message. Every
+// NotFound the server gives carries one of them. Code NotFound.
+const (
+	// NamespaceNotFound: the namespace does not exist (or was deleted
+	// while the call waited); nor, then, does any lease in it.
+	NamespaceNotFound = "NAMESPACE_NOT_FOUND"
+	// SemaphoreNotFound: the semaphore does not exist (or was deleted
+	// while the call waited).
+	SemaphoreNotFound = "SEMAPHORE_NOT_FOUND"
+	// LeaseNotFound: the lease does not exist: never created, revoked, or
+	// expired (an expired lease does not exist).
+	LeaseNotFound = "LEASE_NOT_FOUND"
+	// MemberNotFound: the node id is not a member of the cluster.
+	MemberNotFound = "MEMBER_NOT_FOUND"
+	// TokenNotFound: the access token id does not exist.
+	TokenNotFound = "TOKEN_NOT_FOUND"
+)
+
+// LeaseGone reports whether err says the caller's lease no longer exists:
+// NotFound with LeaseNotFound, or with NamespaceNotFound (deleting a
+// namespace deletes its leases). A missing semaphore is not a lost lease.
+func LeaseGone(err error) bool {
+	if status.Code(err) != codes.NotFound {
+		return false
+	}
+	r := ReasonOf(err)
+	return r == LeaseNotFound || r == NamespaceNotFound
+}
+
 // Metadata keys of the ErrorInfo detail.
 const (
 	KeyLeaderID      = "leader_id"

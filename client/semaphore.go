@@ -241,11 +241,11 @@ func (m *Semaphore) acquire(ctx context.Context, weight int64, blocking bool, op
 			return nil, m.ctxErr(ctx, err)
 		}
 		switch code := status.Code(err); {
-		case code == codes.NotFound:
-			// The lease may be gone (revoked, expired): then say so.
-			if s.checkLease(ctx) {
-				return nil, s.Err()
-			}
+		case apierr.LeaseGone(err):
+			// The lease is gone (revoked, expired, its namespace deleted):
+			// the session is lost. A missing semaphore is only this call's.
+			s.endGone(err)
+			return nil, s.Err()
 		case code == codes.InvalidArgument && apierr.ReasonOf(err) == apierr.WeightExceedsPermits:
 			return nil, fmt.Errorf("%w: %w", ErrWeightExceedsPermits, err)
 		}

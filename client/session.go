@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/apierr"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -114,7 +114,7 @@ func (c *Client) NewSession(ctx context.Context, namespace, processID string, tt
 // resumeSession is NewSession with WithLease.
 func (c *Client) resumeSession(ctx context.Context, namespace, leaseID string, ttl time.Duration) (*Session, error) {
 	cur, err := c.GetSemaphoreLease(ctx, &pb.GetSemaphoreLeaseRequest{NamespaceName: namespace, LeaseId: leaseID})
-	if status.Code(err) == codes.NotFound {
+	if apierr.LeaseGone(err) {
 		return nil, fmt.Errorf("%w: cannot resume lease %s: %w", ErrLeaseLost, leaseID, err)
 	}
 	if err != nil {
@@ -135,7 +135,7 @@ func (c *Client) resumeSession(ctx context.Context, namespace, leaseID string, t
 			NamespaceName: namespace, LeaseId: leaseID, TtlSeconds: secs}, o...)
 		return err
 	})
-	if status.Code(err) == codes.NotFound {
+	if apierr.LeaseGone(err) {
 		return nil, fmt.Errorf("%w: cannot resume lease %s: %w", ErrLeaseLost, leaseID, err)
 	}
 	if err != nil {
@@ -282,7 +282,7 @@ func (s *Session) run() {
 				s.end(ErrClientClosed)
 			}
 			return
-		case status.Code(err) == codes.NotFound:
+		case apierr.LeaseGone(err):
 			s.endGone(err)
 			return
 		default:
@@ -292,20 +292,6 @@ func (s *Session) run() {
 			failures++
 		}
 	}
-}
-
-// checkLease asks the server whether the lease still exists; if it says
-// NotFound, the session ends with ErrLeaseLost. It reports whether the
-// session has ended.
-func (s *Session) checkLease(ctx context.Context) bool {
-	if s.ctx.Err() != nil {
-		return true
-	}
-	_, err := s.c.GetSemaphoreLease(ctx, &pb.GetSemaphoreLeaseRequest{NamespaceName: s.ns, LeaseId: s.leaseID})
-	if status.Code(err) == codes.NotFound {
-		s.endGone(err)
-	}
-	return s.ctx.Err() != nil
 }
 
 // Close stops refreshing the lease and revokes it, which releases every
@@ -329,7 +315,7 @@ func (s *Session) Close(ctx context.Context) error {
 			return
 		}
 		_, err := s.c.RevokeSemaphoreLease(ctx, &pb.RevokeSemaphoreLeaseRequest{NamespaceName: s.ns, LeaseId: s.leaseID})
-		if status.Code(err) == codes.NotFound {
+		if apierr.LeaseGone(err) {
 			err = nil
 		}
 		s.closeErr = err

@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/client"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/server/servertest"
@@ -128,6 +132,14 @@ func TestSessionDoneWhenLeaseRevoked(t *testing.T) {
 	}
 	if !errors.Is(idle.Err(), client.ErrLeaseLost) {
 		t.Fatalf("Err after Close: %v", idle.Err())
+	}
+	// 3. A semaphore that does not exist is the call's failure only: the
+	// session lives on (the reason, not the code, tells them apart).
+	if _, err := holder.Semaphore("none").TryAcquire(ctx, 1); status.Code(err) != codes.NotFound || apierr.ReasonOf(err) != apierr.SemaphoreNotFound {
+		t.Fatalf("TryAcquire of a missing semaphore: %v", err)
+	}
+	if err := holder.Err(); err != nil {
+		t.Fatalf("a missing semaphore ended the session: %v", err)
 	}
 	// The holder was not disturbed.
 	if hs := holders(t, cli, "rv", "s"); len(hs) != 1 || hs[0].LeaseId != holder.LeaseID() {

@@ -114,7 +114,7 @@ func (a *applier) aclCreateToken(c *fsmpb.AclCreateToken) *Error {
 func (a *applier) aclRevokeToken(c *fsmpb.AclRevokeToken) *Error {
 	t, ok := a.s.tokens.Get(tokenRec{id: c.GetId()})
 	if !ok {
-		return &Error{Code: CodeNotFound, Msg: fmt.Sprintf("token %q not found", c.GetId())}
+		return notFound(ReasonTokenNotFound, "token %q not found", c.GetId())
 	}
 	a.s.tokens.Delete(t)
 	delete(a.s.tokenIdx, t.hash)

@@ -68,7 +68,9 @@ func TestACLTokens(t *testing.T) {
 	}
 
 	h.ok(cRevokeToken("reader"))
-	h.fails(cRevokeToken("reader"), CodeNotFound, "reader")
+	if r := h.fails(cRevokeToken("reader"), CodeNotFound, "reader"); r.Err.Reason != ReasonTokenNotFound {
+		t.Fatalf("reason %q, want %s", r.Err.Reason, ReasonTokenNotFound)
+	}
 	if _, ok := h.f.TokenBySecretHash(sha256.Sum256([]byte("s1"))); ok {
 		t.Fatal("a revoked token is still found")
 	}

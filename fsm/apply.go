@@ -179,7 +179,7 @@ func (a *applier) updateNamespace(c *fsmpb.UpdateNamespace) *Error {
 	}
 	ns, ok := a.s.getNS(c.Name)
 	if !ok {
-		return notFound("namespace %q not found", c.Name)
+		return namespaceNotFound(c.Name)
 	}
 	if ns.version != c.ExpectedVersion {
 		return invalid(msgVersionMismatch)
@@ -238,7 +238,7 @@ func (a *applier) createSemaphore(c *fsmpb.CreateSemaphore) *Error {
 	}
 	ns, ok := s.getNS(c.NamespaceName)
 	if !ok {
-		return notFound("namespace %q not found", c.NamespaceName)
+		return namespaceNotFound(c.NamespaceName)
 	}
 	if _, ok := s.getSem(c.NamespaceName, c.Name); ok {
 		return errf(CodeAlreadyExists, "semaphore %q already exists in namespace %q", c.Name, c.NamespaceName)
@@ -263,11 +263,11 @@ func (a *applier) updateSemaphore(c *fsmpb.UpdateSemaphore) *Error {
 		return err
 	}
 	if _, ok := s.getNS(c.NamespaceName); !ok {
-		return notFound("namespace %q not found", c.NamespaceName)
+		return namespaceNotFound(c.NamespaceName)
 	}
 	sem, ok := s.getSem(c.NamespaceName, c.Name)
 	if !ok {
-		return notFound("semaphore %q not found in namespace %q", c.Name, c.NamespaceName)
+		return semaphoreNotFound(c.NamespaceName, c.Name)
 	}
 	if sem.version != c.ExpectedVersion {
 		return invalid(msgVersionMismatch)
@@ -330,11 +330,11 @@ func (a *applier) lookupGrant(g *fsmpb.Grant) (semRec, leaseRec, leaseHold, bool
 	s := a.s
 	ns, ok := s.getNS(g.NamespaceName)
 	if !ok {
-		return semRec{}, leaseRec{}, nil, false, notFound("namespace %q not found", g.NamespaceName)
+		return semRec{}, leaseRec{}, nil, false, namespaceNotFound(g.NamespaceName)
 	}
 	sem, ok := s.getSem(ns.name, g.SemaphoreName)
 	if !ok {
-		return semRec{}, leaseRec{}, nil, false, notFound("semaphore %q not found in namespace %q", g.SemaphoreName, g.NamespaceName)
+		return semRec{}, leaseRec{}, nil, false, semaphoreNotFound(g.NamespaceName, g.SemaphoreName)
 	}
 	// docs/API.md, Acquire validation: a weight that can never fit
 	// is InvalidArgument even when the lease is also missing.
@@ -345,7 +345,7 @@ func (a *applier) lookupGrant(g *fsmpb.Grant) (semRec, leaseRec, leaseHold, bool
 	}
 	li := s.identOf(ns.name, g.LeaseId)
 	if li == nil || li.liveExp <= a.now {
-		return semRec{}, leaseRec{}, nil, false, notFound("lease %q not found or expired in namespace %q", g.LeaseId, g.NamespaceName)
+		return semRec{}, leaseRec{}, nil, false, notFound(ReasonLeaseNotFound, "lease %q not found or expired in namespace %q", g.LeaseId, g.NamespaceName)
 	}
 	var old leaseHold
 	i, had := li.findHold(sem.name)
@@ -482,11 +482,11 @@ func (a *applier) release(c *fsmpb.Release) *Error {
 	s := a.s
 	ns, ok := s.getNS(c.NamespaceName)
 	if !ok {
-		return notFound("namespace %q not found", c.NamespaceName)
+		return namespaceNotFound(c.NamespaceName)
 	}
 	sem, ok := s.getSem(ns.name, c.SemaphoreName)
 	if !ok {
-		return notFound("semaphore %q not found in namespace %q", c.SemaphoreName, c.NamespaceName)
+		return semaphoreNotFound(c.NamespaceName, c.SemaphoreName)
 	}
 	if lh, li, ok := s.holdOf(sem.ns, sem.name, c.LeaseId); ok {
 		s.holders.Delete(lh)
@@ -511,7 +511,7 @@ func (a *applier) createLease(c *fsmpb.CreateLease) *Error {
 	}
 	ns, ok := s.getNS(c.NamespaceName)
 	if !ok {
-		return notFound("namespace %q not found", c.NamespaceName)
+		return namespaceNotFound(c.NamespaceName)
 	}
 	if _, ok := s.getLease(c.NamespaceName, c.LeaseId); ok {
 		return errf(CodeAlreadyExists, "lease %q already exists", c.LeaseId)
@@ -538,15 +538,15 @@ func (a *applier) refreshLease(c *fsmpb.RefreshLease) *Error {
 		return err
 	}
 	if _, ok := s.getNS(c.NamespaceName); !ok {
-		return notFound("namespace %q not found", c.NamespaceName)
+		return namespaceNotFound(c.NamespaceName)
 	}
 	l, ok := s.getLease(c.NamespaceName, c.LeaseId)
 	if !ok {
-		return notFound("lease %q not found in namespace %q", c.LeaseId, c.NamespaceName)
+		return notFound(ReasonLeaseNotFound, "lease %q not found in namespace %q", c.LeaseId, c.NamespaceName)
 	}
 	if l.expiresAt <= a.now {
 		a.reap(l)
-		return notFound("lease %q expired at %d", c.LeaseId, l.expiresAt)
+		return notFound(ReasonLeaseNotFound, "lease %q expired at %d", c.LeaseId, l.expiresAt)
 	}
 	l.ttl = c.TtlSeconds
 	l = s.setLeaseExpiry(l, addTTL(a.now, c.TtlSeconds))
@@ -559,11 +559,11 @@ func (a *applier) revokeLease(c *fsmpb.RevokeLease) *Error {
 		return err
 	}
 	if _, ok := a.s.getNS(c.NamespaceName); !ok {
-		return notFound("namespace %q not found", c.NamespaceName)
+		return namespaceNotFound(c.NamespaceName)
 	}
 	l, ok := a.s.getLease(c.NamespaceName, c.LeaseId)
 	if !ok {
-		return notFound("lease %q not found in namespace %q", c.LeaseId, c.NamespaceName)
+		return notFound(ReasonLeaseNotFound, "lease %q not found in namespace %q", c.LeaseId, c.NamespaceName)
 	}
 	a.reap(l)
 	return nil

@@ -80,5 +80,27 @@ func errf(c Code, format string, a ...any) *Error {
 	return &Error{Code: c, Msg: fmt.Sprintf(format, a...)}
 }
 
-func invalid(format string, a ...any) *Error  { return errf(CodeInvalidArgument, format, a...) }
-func notFound(format string, a ...any) *Error { return errf(CodeNotFound, format, a...) }
+func invalid(format string, a ...any) *Error { return errf(CodeInvalidArgument, format, a...) }
+
+// Not-found reasons: which thing is missing (the same strings as package
+// apierr's; rpc's tests check they agree).
+const (
+	ReasonNamespaceNotFound = "NAMESPACE_NOT_FOUND"
+	ReasonSemaphoreNotFound = "SEMAPHORE_NOT_FOUND"
+	ReasonLeaseNotFound     = "LEASE_NOT_FOUND"
+	ReasonTokenNotFound     = "TOKEN_NOT_FOUND"
+)
+
+func notFound(reason, format string, a ...any) *Error {
+	e := errf(CodeNotFound, format, a...)
+	e.Reason = reason
+	return e
+}
+
+func namespaceNotFound(ns string) *Error {
+	return notFound(ReasonNamespaceNotFound, "namespace %q not found", ns)
+}
+
+func semaphoreNotFound(ns, sem string) *Error {
+	return notFound(ReasonSemaphoreNotFound, "semaphore %q not found in namespace %q", sem, ns)
+}

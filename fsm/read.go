@@ -200,7 +200,7 @@ func always[T any](T) bool { return true }
 func (s *state) getNamespace(name string) (*pb.Namespace, *Error) {
 	ns, ok := s.getNS(name)
 	if !ok {
-		return nil, notFound("namespace %q not found", name)
+		return nil, namespaceNotFound(name)
 	}
 	return ns.view(), nil
 }
@@ -222,18 +222,18 @@ func (s *state) listNamespaces(limit int32, token string) (Page[*pb.Namespace], 
 
 func (s *state) getSemaphore(ns, name string, now int64) (*pb.Semaphore, *Error) {
 	if _, ok := s.getNS(ns); !ok {
-		return nil, notFound("namespace %q not found", ns)
+		return nil, namespaceNotFound(ns)
 	}
 	x, ok := s.getSem(ns, name)
 	if !ok {
-		return nil, notFound("semaphore %q not found in namespace %q", name, ns)
+		return nil, semaphoreNotFound(ns, name)
 	}
 	return s.semView(x, now), nil
 }
 
 func (s *state) listSemaphores(ns string, limit int32, token string, now int64) (Page[*pb.Semaphore], *Error) {
 	if _, ok := s.getNS(ns); !ok {
-		return Page[*pb.Semaphore]{}, notFound("namespace %q not found", ns)
+		return Page[*pb.Semaphore]{}, namespaceNotFound(ns)
 	}
 	sc := listScope[semRec]{kind: "sem", tree: s.semaphores, start: semRec{ns: ns},
 		inScope: func(x semRec) bool { return x.ns == ns }, keyOf: func(x semRec) string { return x.name },
@@ -285,18 +285,18 @@ func (s *state) listHolders(ns, sem string, limit int32, token string, now int64
 
 func (s *state) getLeaseView(ns, id string, now int64) (*pb.SemaphoreLease, *Error) {
 	if _, ok := s.getNS(ns); !ok {
-		return nil, notFound("namespace %q not found", ns)
+		return nil, namespaceNotFound(ns)
 	}
 	l, ok := s.getLease(ns, id)
 	if !ok || l.expiresAt <= now {
-		return nil, notFound("lease %q not found or expired in namespace %q", id, ns)
+		return nil, notFound(ReasonLeaseNotFound, "lease %q not found or expired in namespace %q", id, ns)
 	}
 	return l.view(), nil
 }
 
 func (s *state) listLeases(ns, proc string, limit int32, token string, now int64) (Page[*pb.SemaphoreLease], *Error) {
 	if _, ok := s.getNS(ns); !ok {
-		return Page[*pb.SemaphoreLease]{}, notFound("namespace %q not found", ns)
+		return Page[*pb.SemaphoreLease]{}, namespaceNotFound(ns)
 	}
 	var ids []string
 	var p Page[string]

@@ -386,14 +386,14 @@ func (q *queues) observe(res *fsm.Result) {
 	if len(goneLease) > 0 || len(goneSem) > 0 || res.RemovedNamespace != "" {
 		for key, ws := range q.bySem {
 			for _, w := range append([]*waiter(nil), ws...) {
-				var why string
+				var why, reason string
 				switch {
 				case res.RemovedNamespace != "" && key.Namespace == res.RemovedNamespace:
-					why = "namespace " + key.Namespace + " was deleted"
+					why, reason = "namespace "+key.Namespace+" was deleted", apierr.NamespaceNotFound
 				case goneSem[key]:
-					why = "semaphore " + key.Semaphore + " was deleted"
+					why, reason = "semaphore "+key.Semaphore+" was deleted", apierr.SemaphoreNotFound
 				case goneLease[fsm.LeaseKey{Namespace: key.Namespace, LeaseID: w.leaseID}]:
-					why = "lease " + w.leaseID + " expired or was revoked"
+					why, reason = "lease "+w.leaseID+" expired or was revoked", apierr.LeaseNotFound
 				default:
 					continue
 				}
@@ -401,7 +401,7 @@ func (q *queues) observe(res *fsm.Result) {
 					// Its pending command will fail on the missing record.
 					continue
 				}
-				q.finishLocked(w, Outcome{Err: newError(codes.NotFound, "", "%s while waiting", why)})
+				q.finishLocked(w, Outcome{Err: newError(codes.NotFound, reason, "%s while waiting", why)})
 				keys[key] = true
 			}
 		}

@@ -115,7 +115,7 @@ func (s *Service) RemoveMember(ctx context.Context, r *pb.RemoveMemberRequest) (
 			}
 		}
 		if !found {
-			return nil, status.Errorf(codes.NotFound, "node_id: %q is not a member", r.NodeId)
+			return nil, apierr.New(codes.NotFound, apierr.MemberNotFound, s.cfg.NodeID, apierr.Leader{}, fmt.Sprintf("node_id: %q is not a member", r.NodeId))
 		}
 		if err := s.raft.RemoveServer(raft.ServerID(r.NodeId), 0, 30*time.Second).Error(); err != nil {
 			return nil, leader.RaftError(err)
@@ -157,7 +157,7 @@ func (s *Service) TransferLeadership(ctx context.Context, r *pb.TransferLeadersh
 				}
 			}
 			if addr == "" {
-				return nil, status.Errorf(codes.NotFound, "node_id: %q is not a member", r.NodeId)
+				return nil, apierr.New(codes.NotFound, apierr.MemberNotFound, s.cfg.NodeID, apierr.Leader{}, fmt.Sprintf("node_id: %q is not a member", r.NodeId))
 			}
 			f = s.raft.LeadershipTransferToServer(raft.ServerID(r.NodeId), addr)
 		}

@@ -23,9 +23,106 @@ func wantReason(t *testing.T, err error, c codes.Code, reason string) {
 }
 
 func TestFSMReasonMatchesContract(t *testing.T) {
-	if fsm.ReasonWeightExceedsPermits != apierr.WeightExceedsPermits {
-		t.Fatal("fsm and apierr disagree on WEIGHT_EXCEEDS_PERMITS")
+	for fsmReason, contract := range map[string]string{
+		fsm.ReasonWeightExceedsPermits: apierr.WeightExceedsPermits,
+		fsm.ReasonNamespaceNotFound:    apierr.NamespaceNotFound,
+		fsm.ReasonSemaphoreNotFound:    apierr.SemaphoreNotFound,
+		fsm.ReasonLeaseNotFound:        apierr.LeaseNotFound,
+		fsm.ReasonTokenNotFound:        apierr.TokenNotFound,
+	} {
+		if fsmReason != contract {
+			t.Errorf("fsm and apierr disagree: %s vs %s", fsmReason, contract)
+		}
 	}
+}
+
+// Every NotFound says which thing is missing (its reason), answered by
+// the leader or through a forwarding follower, so that a client tells a
+// lost lease from a missing semaphore without reading the message.
+func TestNotFoundReasons(t *testing.T) {
+	c := servertest.Start(t, 3, nil)
+	li := c.Leader()
+	ids := seed(t, c.Client(li), "nf", "s", 1, 4, 60)
+	const absent = "ls_NeverCreatedLease0000001"
+	for name, i := range map[string]int{"leader": li, "follower": c.Follower()} {
+		cl, cc := c.Client(i), c.ClusterClient(i)
+		for what, cs := range map[string]struct {
+			call   func() error
+			reason string
+		}{
+			"GetNamespace": {func() error {
+				_, err := cl.GetNamespace(ctxT(t), &pb.GetNamespaceRequest{NamespaceName: "none"})
+				return err
+			}, apierr.NamespaceNotFound},
+			"CreateSemaphore in a missing namespace": {func() error {
+				_, err := cl.CreateSemaphore(ctxT(t), &pb.CreateSemaphoreRequest{NamespaceName: "none", SemaphoreName: "s", Permits: 1})
+				return err
+			}, apierr.NamespaceNotFound},
+			"GetSemaphore": {func() error {
+				_, err := cl.GetSemaphore(ctxT(t), &pb.GetSemaphoreRequest{NamespaceName: "nf", SemaphoreName: "none"})
+				return err
+			}, apierr.SemaphoreNotFound},
+			"AcquireSemaphore, missing semaphore": {func() error {
+				_, err := cl.AcquireSemaphore(ctxT(t), &pb.AcquireSemaphoreRequest{NamespaceName: "nf", SemaphoreName: "none", LeaseId: ids[0], Weight: 1})
+				return err
+			}, apierr.SemaphoreNotFound},
+			"AcquireSemaphore, missing lease": {func() error {
+				_, err := cl.AcquireSemaphore(ctxT(t), &pb.AcquireSemaphoreRequest{NamespaceName: "nf", SemaphoreName: "s", LeaseId: absent, Weight: 1, TimeoutSeconds: 5})
+				return err
+			}, apierr.LeaseNotFound},
+			"GetSemaphoreLease": {func() error {
+				_, err := cl.GetSemaphoreLease(ctxT(t), &pb.GetSemaphoreLeaseRequest{NamespaceName: "nf", LeaseId: absent})
+				return err
+			}, apierr.LeaseNotFound},
+			"RefreshSemaphoreLease": {func() error {
+				_, err := cl.RefreshSemaphoreLease(ctxT(t), &pb.RefreshSemaphoreLeaseRequest{NamespaceName: "nf", LeaseId: absent, TtlSeconds: 10})
+				return err
+			}, apierr.LeaseNotFound},
+			"RevokeSemaphoreLease": {func() error {
+				_, err := cl.RevokeSemaphoreLease(ctxT(t), &pb.RevokeSemaphoreLeaseRequest{NamespaceName: "nf", LeaseId: absent})
+				return err
+			}, apierr.LeaseNotFound},
+			"ListSemaphoreHolders": {func() error {
+				_, err := cl.ListSemaphoreHolders(ctxT(t), &pb.ListSemaphoreHoldersRequest{NamespaceName: "nf", SemaphoreName: "none"})
+				return err
+			}, apierr.SemaphoreNotFound},
+			"ListSemaphoreWaiters": {func() error {
+				_, err := cl.ListSemaphoreWaiters(ctxT(t), &pb.ListSemaphoreWaitersRequest{NamespaceName: "nf", SemaphoreName: "none"})
+				return err
+			}, apierr.SemaphoreNotFound},
+			"WatchSemaphore": {func() error {
+				st, err := cl.WatchSemaphore(ctxT(t), &pb.WatchSemaphoreRequest{NamespaceName: "nf", SemaphoreName: "none"})
+				if err == nil {
+					_, err = st.Recv()
+				}
+				return err
+			}, apierr.SemaphoreNotFound},
+			"RemoveMember": {func() error {
+				_, err := cc.RemoveMember(ctxT(t), &pb.RemoveMemberRequest{NodeId: "nobody"})
+				return err
+			}, apierr.MemberNotFound},
+		} {
+			t.Run(what+" via "+name, func(t *testing.T) { wantReason(t, cs.call(), codes.NotFound, cs.reason) })
+		}
+	}
+
+	// Waiters whose lease, semaphore or namespace goes away.
+	l := c.Client(li)
+	acquireNow(t, l, "nf", "s", ids[0], 1)
+	byRevoke := acquireAsync(l, "nf", "s", ids[1], 1, 60)
+	waitQueue(t, c, "nf", "s", 1)
+	bySemDelete := acquireAsync(l, "nf", "s", ids[2], 1, 60)
+	waitQueue(t, c, "nf", "s", 2)
+	must(l.RevokeSemaphoreLease(ctxT(t), &pb.RevokeSemaphoreLeaseRequest{NamespaceName: "nf", LeaseId: ids[1]}))
+	wantReason(t, recv(t, byRevoke).err, codes.NotFound, apierr.LeaseNotFound)
+	must(l.DeleteSemaphore(ctxT(t), &pb.DeleteSemaphoreRequest{NamespaceName: "nf", SemaphoreName: "s"}))
+	wantReason(t, recv(t, bySemDelete).err, codes.NotFound, apierr.SemaphoreNotFound)
+	must(l.CreateSemaphore(ctxT(t), &pb.CreateSemaphoreRequest{NamespaceName: "nf", SemaphoreName: "s2", Permits: 1}))
+	acquireNow(t, l, "nf", "s2", ids[0], 1)
+	byNSDelete := acquireAsync(l, "nf", "s2", ids[3], 1, 60)
+	waitQueue(t, c, "nf", "s2", 1)
+	must(l.DeleteNamespace(ctxT(t), &pb.DeleteNamespaceRequest{NamespaceName: "nf"}))
+	wantReason(t, recv(t, byNSDelete).err, codes.NotFound, apierr.NamespaceNotFound)
 }
 
 // Every error that matters for retrying carries its reason, answered by

@@ -145,6 +145,9 @@ func statusOf(err error) error {
 		case fsm.CodeNotFound:
 			c = codes.NotFound
 		}
+		if fe.Reason != "" {
+			return apierr.New(c, fe.Reason, "", apierr.Leader{}, fe.Msg)
+		}
 		return status.Error(c, fe.Msg)
 	}
 	if _, ok := status.FromError(err); ok {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/client"
 	"github.com/grackle-coord/grackle/internal/statusline"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
@@ -322,14 +323,15 @@ func callError(parent context.Context, err error) error {
 	if st.Code() == codes.InvalidArgument {
 		code = exitUsage
 	}
-	return &exitError{code: code, grpcCode: st.Code(), msg: oneLine(fmt.Sprintf("%s: %s", st.Code(), st.Message()))}
+	return &exitError{code: code, callErr: err, msg: oneLine(fmt.Sprintf("%s: %s", st.Code(), st.Message()))}
 }
 
-// isNotFound reports whether a command's error is the server's NotFound
-// (callError keeps the gRPC code in the exitError).
-func isNotFound(err error) bool {
+// leaseGone reports whether a command's error is the server saying the
+// lease does not exist (apierr.LeaseGone: NotFound with the reason
+// LEASE_NOT_FOUND or NAMESPACE_NOT_FOUND; never the message text).
+func leaseGone(err error) bool {
 	var ee *exitError
-	return errors.As(err, &ee) && ee.grpcCode == codes.NotFound
+	return errors.As(err, &ee) && apierr.LeaseGone(ee.callErr)
 }
 
 // sortedKeys returns m's keys in order.

@@ -90,6 +90,10 @@ func TestExit4LeaseLost(t *testing.T) {
 	lease := newLease(t, addr)
 	wantExit(t, addr, exitOK, "", "lease", "revoke", "ns", lease)
 	wantExit(t, addr, exitLeaseLost, "lease refresh: lease "+lease+" is lost: NotFound", "lease", "refresh", "ns", lease, "--ttl", "30s")
+	wantExit(t, addr, exitLeaseLost, "semaphore acquire: lease "+lease+" is lost: NotFound", "semaphore", "acquire", "ns", "s", "--lease", lease)
+	wantExit(t, addr, exitLeaseLost, "semaphore acquire: lease ls_NeverCreatedLease0000001 is lost: NotFound", "semaphore", "acquire", "ns", "s", "--lease", "ls_NeverCreatedLease0000001", "--wait", "5s")
+	// A missing semaphore is the call's failure, not a lost lease.
+	wantExit(t, addr, exitCallFailed, "grackle: NotFound: semaphore \"nope\" not found", "semaphore", "acquire", "ns", "nope", "--lease", newLease(t, addr))
 	// (run's exit 4: TestRunStopsCommandWhenLeaseLost.)
 }
 

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/grackle-coord/grackle/apierr"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -71,7 +72,7 @@ func (f *fakeServer) GetNamespace(ctx context.Context, r *pb.GetNamespaceRequest
 	defer f.mu.Unlock()
 	ns, ok := f.namespaces[r.NamespaceName]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "namespace %q not found", r.NamespaceName)
+		return nil, notFound(apierr.NamespaceNotFound, "namespace %q not found", r.NamespaceName)
 	}
 	return &pb.GetNamespaceResponse{Namespace: ns}, nil
 }
@@ -82,7 +83,7 @@ func (f *fakeServer) UpdateNamespace(ctx context.Context, r *pb.UpdateNamespaceR
 	defer f.mu.Unlock()
 	ns, ok := f.namespaces[r.NamespaceName]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "namespace %q not found", r.NamespaceName)
+		return nil, notFound(apierr.NamespaceNotFound, "namespace %q not found", r.NamespaceName)
 	}
 	if r.ExpectedVersion != ns.Version {
 		return nil, status.Error(codes.InvalidArgument, "version mismatch")
@@ -132,11 +133,11 @@ func (f *fakeServer) AcquireSemaphore(ctx context.Context, r *pb.AcquireSemaphor
 	defer f.mu.Unlock()
 	s, ok := f.semaphores[r.SemaphoreName]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "semaphore %q not found", r.SemaphoreName)
+		return nil, notFound(apierr.SemaphoreNotFound, "semaphore %q not found", r.SemaphoreName)
 	}
 	l, ok := f.leases[r.LeaseId]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "lease %q not found", r.LeaseId)
+		return nil, notFound(apierr.LeaseNotFound, "lease %q not found", r.LeaseId)
 	}
 	s = proto.Clone(s).(*pb.Semaphore)
 	resp := &pb.AcquireSemaphoreResponse{Semaphore: s}
@@ -172,7 +173,7 @@ func (f *fakeServer) GetSemaphoreLease(ctx context.Context, r *pb.GetSemaphoreLe
 	defer f.mu.Unlock()
 	l, ok := f.leases[r.LeaseId]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "lease %q not found", r.LeaseId)
+		return nil, notFound(apierr.LeaseNotFound, "lease %q not found", r.LeaseId)
 	}
 	return &pb.GetSemaphoreLeaseResponse{Lease: l}, nil
 }
@@ -183,7 +184,7 @@ func (f *fakeServer) RefreshSemaphoreLease(ctx context.Context, r *pb.RefreshSem
 	defer f.mu.Unlock()
 	l, ok := f.leases[r.LeaseId]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "lease %q not found", r.LeaseId)
+		return nil, notFound(apierr.LeaseNotFound, "lease %q not found", r.LeaseId)
 	}
 	l = proto.Clone(l).(*pb.SemaphoreLease)
 	l.ExpiresAt = testNow.UnixNano() + r.TtlSeconds*int64(time.Second)
@@ -195,6 +196,11 @@ func (f *fakeServer) GetClusterStatus(ctx context.Context, r *pb.GetClusterStatu
 	f.record(ctx, r)
 	return &pb.GetClusterStatusResponse{LeaderId: "n1", LeaderAddress: f.addr, Term: 2, CommitIndex: 9, AppliedIndex: 9,
 		Members: []*pb.Member{{NodeId: "n1", RaftAddress: "127.0.0.1:7421", GrpcAddress: f.addr, Suffrage: "voter", State: "leader"}}}, nil
+}
+
+// notFound is NotFound with its reason, as the real server answers.
+func notFound(reason, format string, a ...any) error {
+	return apierr.New(codes.NotFound, reason, "n1", apierr.Leader{}, fmt.Sprintf(format, a...))
 }
 
 // startFake serves a fresh fake on 127.0.0.1:0 and returns it with its address.

@@ -107,7 +107,7 @@ or its namespace deleted) exits 4: the lease was lost.`,
 				}
 				return c.api.RefreshSemaphoreLease(ctx, req)
 			})
-			if isNotFound(err) {
+			if leaseGone(err) {
 				return &exitError{code: exitLeaseLost, msg: fmt.Sprintf("lease refresh: lease %s is lost: %s", args[1], err.Error())}
 			}
 			if err != nil {
@@ -132,7 +132,7 @@ namespace that does not exist) says so and exits 0.`,
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.RevokeSemaphoreLeaseResponse, error) {
 				return c.api.RevokeSemaphoreLease(ctx, &pb.RevokeSemaphoreLeaseRequest{NamespaceName: args[0], LeaseId: args[1]})
 			})
-			if isNotFound(err) {
+			if leaseGone(err) {
 				return a.show(doneView(&pb.RevokeSemaphoreLeaseResponse{}, fmt.Sprintf("lease %s did not exist in namespace %q (or had expired)", args[1], args[0])))
 			}
 			if err != nil {

@@ -7,7 +7,7 @@
 //	1   the call failed (a gRPC error other than InvalidArgument, no endpoint reachable, the server stopped with an error)
 //	2   bad input: an unknown command or flag, a bad flag value or argument, or input the server rejected with InvalidArgument
 //	3   not acquired (`semaphore acquire`, `run`: outcome UNAVAILABLE or TIMED_OUT)
-//	4   lease lost (`run`: while the command ran; `lease refresh`: the lease no longer exists)
+//	4   lease lost (`run`: while the command ran; `lease refresh`, `semaphore acquire`: the lease no longer exists, by the server's NotFound with reason LEASE_NOT_FOUND or NAMESPACE_NOT_FOUND)
 //	130 interrupted (SIGINT/SIGTERM)
 //
 // Every error is one line on stderr, starting with "grackle: ".
@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
 
 	"github.com/grackle-coord/grackle/client"
 	"github.com/grackle-coord/grackle/internal/statusline"
@@ -50,7 +49,8 @@ const exitCodesHelp = `Exit codes:
   1    the call failed
   2    bad input (a usage error, or input the server rejected as InvalidArgument)
   3    not acquired (semaphore acquire, run: UNAVAILABLE or TIMED_OUT)
-  4    lease lost (run: while the command ran; lease refresh: the lease is gone)
+  4    lease lost (run: while the command ran; lease refresh, semaphore acquire:
+       the lease is gone)
   130  interrupted (SIGINT/SIGTERM)`
 
 func main() {
@@ -151,9 +151,9 @@ func oneLine(s string) string {
 // exitError ends the process with code after printing "grackle: msg"
 // (nothing when msg is empty).
 type exitError struct {
-	code     int
-	grpcCode codes.Code // the failed call's gRPC code (OK when not a call)
-	msg      string
+	code    int
+	callErr error // the failed call's error (nil when not a call)
+	msg     string
 }
 
 func (e *exitError) Error() string { return e.msg }

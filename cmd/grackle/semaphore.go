@@ -240,8 +240,9 @@ weight and metadata; retrying is safe, and the client retries on the new
 leader when leadership changes during the wait.
 
 Exit status: 0 acquired (-o id prints the fencing token), 3 not acquired
-(outcome UNAVAILABLE or TIMED_OUT; the response is still printed), 1 the
-call failed, 2 bad input.`,
+(outcome UNAVAILABLE or TIMED_OUT; the response is still printed), 4 the
+lease does not exist (revoked, expired, or its namespace deleted), 1 the
+call failed otherwise (a missing semaphore among others), 2 bad input.`,
 		Example: `  grackle semaphore acquire third_parties partner_1 --lease ls_NfKKeiPbP18NFeU3lLGrRWWgDJRB --weight 3 --wait 60s
 
   if token=$(grackle semaphore acquire third_parties partner_1 --lease "$LEASE" -o id); then
@@ -282,6 +283,9 @@ call failed, 2 bad input.`,
 				})
 			})
 			stop()
+			if leaseGone(err) {
+				return &exitError{code: exitLeaseLost, msg: fmt.Sprintf("semaphore acquire: lease %s is lost: %s", lease, err.Error())}
+			}
 			if err != nil {
 				return err
 			}
