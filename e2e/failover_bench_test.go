@@ -4,8 +4,8 @@ import (
 	"context"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,16 +15,18 @@ import (
 // BenchmarkFailover measures leader SIGKILL -> first successful write
 // through the surviving nodes, over GRACKLE_FAILOVER_TRIALS trials (default
 // 10) with the shipped Raft timeouts, and counts elections that happened
-// without a kill (false elections) while a writer loads the cluster.
+// without a kill (false elections) while GRACKLE_FAILOVER_WRITERS writers
+// (default 16) load the cluster for 3 s before each kill.
+// GRACKLE_FAILOVER_ARGS adds server flags (space separated, e.g.
+// "--heartbeat-timeout 500ms") to compare timeouts in one place.
 //
 //	go test -run '^$' -bench Failover -benchtime 1x ./e2e/
 func BenchmarkFailover(b *testing.B) {
-	trials := 10
-	if v, err := strconv.Atoi(os.Getenv("GRACKLE_FAILOVER_TRIALS")); err == nil && v > 0 {
-		trials = v
-	}
+	trials := envInt("GRACKLE_FAILOVER_TRIALS", 10)
+	writers := envInt("GRACKLE_FAILOVER_WRITERS", 16)
+	extra := strings.Fields(os.Getenv("GRACKLE_FAILOVER_ARGS"))
 	for n := 0; n < b.N; n++ {
-		p := NewCluster(b, 3)
+		p := NewCluster(b, 3, extra...)
 		p.StartAll()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		li := p.Index(p.WaitLeader(0, 30*time.Second))
@@ -32,10 +34,10 @@ func BenchmarkFailover(b *testing.B) {
 		var samples []time.Duration
 		falseElections := 0
 		for trial := 0; trial < trials; trial++ {
-			// A loaded steady state first: writes for 2 s; a term change
+			// A loaded steady state first: writes for 3 s; a term change
 			// here is an election nobody asked for.
 			t0 := term(ctx, p, li)
-			steady(ctx, p, lease, 2*time.Second)
+			steady(ctx, p, lease, writers, 3*time.Second)
 			if li2 := p.Index(p.WaitLeader(li, 30*time.Second)); li2 != li || term(ctx, p, li2) != t0 {
 				falseElections++
 				li = li2
@@ -98,15 +100,25 @@ func setupB(b *testing.B, ctx context.Context, p *Proc) string {
 	return id
 }
 
-func steady(ctx context.Context, p *Proc, lease string, d time.Duration) {
-	a := anyOf(p)
+// steady runs `writers` closed-loop writers (lease refreshes, each one
+// Raft entry) through every node for d.
+func steady(ctx context.Context, p *Proc, lease string, writers int, d time.Duration) {
 	end := time.Now().Add(d)
-	for time.Now().Before(end) {
-		a.Do(ctx, func(ctx context.Context, c pb.GrackleServiceClient) error {
-			_, err := c.RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{NamespaceName: "fo", LeaseId: lease, TtlSeconds: 300})
-			return err
-		})
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := anyOf(p)
+			for time.Now().Before(end) && ctx.Err() == nil {
+				a.Do(ctx, func(ctx context.Context, c pb.GrackleServiceClient) error {
+					_, err := c.RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{NamespaceName: "fo", LeaseId: lease, TtlSeconds: 300})
+					return err
+				})
+			}
+		}()
 	}
+	wg.Wait()
 }
 
 func term(ctx context.Context, p *Proc, i int) uint64 {
