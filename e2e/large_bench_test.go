@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -40,9 +42,19 @@ func BenchmarkLargeState(b *testing.B) {
 		// Leases must outlive the fill, hence the long TTL. Snapshots every
 		// 100,000 entries (checked every 10 s) keep the log short, as a
 		// long-running node's would be.
-		p := NewCluster(b, 1, "--snapshot-threshold", "100000", "--snapshot-interval", "10s", "--trailing-logs", "10000",
-			"--max-leases-per-namespace", strconv.Itoa(2*leases), "--max-semaphores-per-namespace", strconv.Itoa(2*sems),
-			"--max-ttl-seconds", "86400")
+		args := []string{"--snapshot-threshold", "100000", "--snapshot-interval", "10s", "--trailing-logs", "10000",
+			"--max-leases-per-namespace", strconv.Itoa(2 * leases), "--max-semaphores-per-namespace", strconv.Itoa(2 * sems),
+			"--max-ttl-seconds", "86400"}
+		// GRACKLE_LARGE_PPROF=DIR: node 1 serves Go's profiles, and its heap
+		// profile (with the runtime's memory statistics) is saved in DIR
+		// once filled.
+		profDir := os.Getenv("GRACKLE_LARGE_PPROF")
+		var httpAddr string
+		if profDir != "" {
+			httpAddr = fmt.Sprintf("127.0.0.1:%d", FreePorts(b, 1)[0])
+			args = append(args, "--http-addr", httpAddr, "--pprof")
+		}
+		p := NewCluster(b, 1, args...)
 		// GRACKLE_LARGE_GOMEMLIMIT (e.g. 700MiB) is passed to both nodes as
 		// GOMEMLIMIT: the Go runtime's soft memory limit, the knob that keeps
 		// the heap's GC headroom (by default as much again as the live heap)
@@ -102,6 +114,11 @@ func BenchmarkLargeState(b *testing.B) {
 		b.Logf("filled %d semaphores and %d leases (one hold each) in %v: %.0f writes/s", sems, leases, fill.Round(time.Second), ops/fill.Seconds())
 		m1 := procMemory(b, p.Nodes[0])
 		b.Logf("node n1: %v; %d snapshot(s) on disk", m1, snapshotsIn(p.Nodes[0].DataDir))
+		if profDir != "" {
+			for name, q := range map[string]string{"n1-heap.pprof": "", "n1-heap.txt": "?debug=1"} {
+				saveURL(b, "http://"+httpAddr+"/debug/pprof/heap"+q, filepath.Join(profDir, name))
+			}
+		}
 
 		st, err := pb.NewClusterServiceClient(p.Dial(0)).GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
 		if err != nil {
@@ -146,6 +163,22 @@ func BenchmarkLargeState(b *testing.B) {
 		b.ReportMetric(took.Seconds(), "catchup-s")
 		cancel()
 		p.KillAll()
+	}
+}
+
+// saveURL writes what a GET of url returns into path.
+func saveURL(b *testing.B, url, path string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		b.Fatal(err)
 	}
 }
 

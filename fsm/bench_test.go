@@ -205,6 +205,24 @@ var large struct {
 	build time.Duration
 }
 
+// largeSnapshot is the 1M-lease snapshot alone. With
+// GRACKLE_BENCH_SNAPSHOT_FILE naming a file written by an earlier run
+// (largeState writes it), the state is not built: a restore is then
+// measured (and profiled) without the source state live in the same heap,
+// as on a new node catching up.
+func largeSnapshot(b *testing.B) []byte {
+	if os.Getenv("GRACKLE_BENCH_LARGE") == "" {
+		b.Skip("set GRACKLE_BENCH_LARGE=1 to build the 1M-lease state (takes a while)")
+	}
+	if path := os.Getenv("GRACKLE_BENCH_SNAPSHOT_FILE"); path != "" {
+		if data, err := os.ReadFile(path); err == nil {
+			return data
+		}
+	}
+	_, snap := largeState(b)
+	return snap
+}
+
 func largeState(b *testing.B) (*FSM, []byte) {
 	if os.Getenv("GRACKLE_BENCH_LARGE") == "" {
 		b.Skip("set GRACKLE_BENCH_LARGE=1 to build the 1M-lease state (takes a while)")
@@ -219,6 +237,11 @@ func largeState(b *testing.B) (*FSM, []byte) {
 			b.Fatal(err)
 		}
 		large.snap = buf.Bytes()
+		if path := os.Getenv("GRACKLE_BENCH_SNAPSHOT_FILE"); path != "" {
+			if err := os.WriteFile(path, large.snap, 0o600); err != nil {
+				b.Fatal(err)
+			}
+		}
 		c := large.f.Counts()
 		b.Logf("built %+v in %v; snapshot %.1f MB", c, large.build.Round(time.Millisecond), float64(len(large.snap))/1e6)
 	})
@@ -243,7 +266,7 @@ func BenchmarkSnapshot1M(b *testing.B) {
 }
 
 func BenchmarkRestore1M(b *testing.B) {
-	_, snap := largeState(b)
+	snap := largeSnapshot(b)
 	b.ResetTimer()
 	cpu := cpuTime()
 	for i := 0; i < b.N; i++ {

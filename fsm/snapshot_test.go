@@ -336,6 +336,34 @@ func TestRestoreCorrupt(t *testing.T) {
 		recs[0] = appendHolder(nil, h)
 		return b.Put(k, joinRecords(recs))
 	})
+	// Records that decode but break an invariant that Restore checks as it
+	// reads (it does not run the whole check afterwards).
+	editHolders := func(edit func(hs []holderRec)) []byte {
+		return editSnapshot(t, good, func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketHolders)
+			k, v := b.Cursor().First()
+			recs := chunkRecordsOf(t, v)
+			hs := make([]holderRec, len(recs))
+			for i, r := range recs {
+				var err error
+				if hs[i], err = decodeHolder(r); err != nil {
+					return err
+				}
+			}
+			if hs[0].ns != hs[1].ns || hs[0].sem != hs[1].sem {
+				t.Fatal("the first two holders are not of one semaphore")
+			}
+			edit(hs)
+			for i := range recs {
+				recs[i] = appendHolder(nil, hs[i])
+			}
+			return b.Put(k, joinRecords(recs))
+		})
+	}
+	cases["holder of weight 0"] = editHolders(func(hs []holderRec) { hs[0].weight = 0 })
+	cases["fencing token beyond the counter"] = editHolders(func(hs []holderRec) { hs[0].token = 1 << 60 })
+	cases["holder sequence beyond the counter"] = editHolders(func(hs []holderRec) { hs[1].seq = 1 << 60 })
+	cases["a lease holding one semaphore twice"] = editHolders(func(hs []holderRec) { hs[1].lease = hs[0].lease })
 
 	// The victim has a state of its own that must survive every failure.
 	newVictim := func() *FSM {
