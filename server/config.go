@@ -45,6 +45,15 @@ type Config struct {
 	// reported unreachable.
 	MemberProbeTimeout time.Duration
 
+	// HeartbeatTimeout (default 300 ms): a follower starts an election
+	// after 1-3 heartbeat timeouts without contact, and with pre-vote a new
+	// leader needs both followers to have given up on the old one, so a
+	// SIGKILLed leader is replaced in about 2 heartbeat timeouts (make
+	// failover-bench: 300 ms gave a 0.84 s worst case over 10 trials,
+	// 500 ms 1.55 s). A lone follower that misses heartbeats under load
+	// cannot win a pre-vote while the other still hears the leader, so it
+	// is not what makes false elections; LeaderLeaseTimeout is (a leader
+	// that hears no quorum for that long steps down).
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
@@ -109,14 +118,6 @@ func DefaultConfig() Config {
 		HTTPAddr:           "127.0.0.1:7422",
 		Limits:             fsm.DefaultLimits(),
 		MaxTimeoutSeconds:  300,
-		// A follower starts an election after 1-3 heartbeat timeouts
-		// without contact, and with pre-vote a new leader needs both
-		// followers to have given up on the old one: a SIGKILLed leader is
-		// replaced in about 2 heartbeat timeouts (make failover-bench: 300
-		// ms gave a 0.84 s worst case over 10 trials, 500 ms 1.55 s). A
-		// lone follower that misses heartbeats under load cannot win a
-		// pre-vote while the other still hears the leader, so this is not
-		// what makes false elections; the leader lease below is.
 		HeartbeatTimeout:   300 * time.Millisecond,
 		ElectionTimeout:    500 * time.Millisecond,
 		LeaderLeaseTimeout: 250 * time.Millisecond,
