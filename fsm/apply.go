@@ -41,6 +41,10 @@ type Result struct {
 
 	// Batch has one result per command of a Batch entry, in order.
 	Batch []*Result
+
+	// batchCmds are a Batch entry's commands as applied, for
+	// Options.Applied (FSM.ApplyBatch takes them out before it returns).
+	batchCmds []*fsmpb.Command
 }
 
 // GrantResult is the outcome of one conditional grant.

@@ -34,6 +34,7 @@ func (a *applier) batch(b *fsmpb.Batch) *Error {
 	for i, cmd := range cmds {
 		a.res.Batch[i] = a.s.applyCommand(a.index, cmd)
 	}
+	a.res.batchCmds = cmds
 	return nil
 }
 

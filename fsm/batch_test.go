@@ -47,7 +47,17 @@ func TestBatchIsItsCommandsAtItsIndex(t *testing.T) {
 	}
 	one := New(Options{TempDir: t.TempDir()})     // each command alone, at its entry's index
 	serial := New(Options{TempDir: t.TempDir()})  // the packed log, one entry at a time
-	batched := New(Options{TempDir: t.TempDir()}) // the packed log in raft batches
+	// The packed log in raft batches; its Applied hook must see every
+	// command on its own, in log order, with the result ApplyBatch returned.
+	type seen struct {
+		index uint64
+		cmd   *fsmpb.Command
+		res   *Result
+	}
+	var applied []seen
+	batched := New(Options{TempDir: t.TempDir(), Applied: func(index uint64, cmd *fsmpb.Command, res *Result) {
+		applied = append(applied, seen{index, cmd, res})
+	}})
 	for i := 0; i < len(entries); {
 		k := 1 + r.Intn(16)
 		if i+k > len(entries) {
@@ -57,6 +67,7 @@ func TestBatchIsItsCommandsAtItsIndex(t *testing.T) {
 		for j := range logs {
 			logs[j] = &raft.Log{Index: uint64(i + j + 1), Type: raft.LogCommand, Data: entries[i+j].data}
 		}
+		applied = applied[:0]
 		outs := batched.ApplyBatch(logs)
 		for j := 0; j < k; j++ {
 			idx := uint64(i + j + 1)
@@ -71,11 +82,22 @@ func TestBatchIsItsCommandsAtItsIndex(t *testing.T) {
 				t.Fatalf("seed %d, entry %d: %d and %d results for %d commands", seed, idx, len(subs), len(subsSerial), len(e.cmds))
 			}
 			for c, cmd := range e.cmds {
+				if len(applied) == 0 {
+					t.Fatalf("seed %d, entry %d, command %d: the Applied hook did not see it", seed, idx, c)
+				}
+				a := applied[0]
+				applied = applied[1:]
+				if a.index != idx || a.res != subs[c] || !bytes.Equal(mustEncode(t, a.cmd), cmd) {
+					t.Fatalf("seed %d, entry %d, command %d: the Applied hook saw index %d, another command or result", seed, idx, c, a.index)
+				}
 				ro := one.ApplyBytes(idx, cmd)
 				if a, b, s := resultString(ro), resultString(subs[c]), resultString(subsSerial[c]); a != b || a != s {
 					t.Fatalf("seed %d, entry %d, command %d: results differ:\nalone:   %s\nbatched: %s\nserial:  %s", seed, idx, c, a, b, s)
 				}
 			}
+		}
+		if len(applied) != 0 {
+			t.Fatalf("seed %d: the Applied hook saw %d commands more than the entries hold", seed, len(applied))
 		}
 		i += k
 		if r.Intn(8) == 0 || i == len(entries) {

@@ -19,9 +19,10 @@ import (
 // FSM is the raft.FSM (and raft.BatchingFSM) of a Grackle node. Readers
 // take the read lock; Apply takes the write lock once per batch.
 type FSM struct {
-	mu     sync.RWMutex
-	st     *state
-	tmpDir string
+	mu      sync.RWMutex
+	st      *state
+	tmpDir  string
+	applied func(index uint64, cmd *fsmpb.Command, res *Result)
 }
 
 // Options configure an FSM.
@@ -29,10 +30,19 @@ type Options struct {
 	// TempDir holds the scratch bbolt files of Persist and Restore
 	// ("" = the system's temporary directory).
 	TempDir string
+	// Applied, when set, sees every command ApplyBatch applied, with its
+	// result, in log order: each command of a Batch entry on its own (at
+	// the batch's index), never the Batch itself. It runs on Raft's apply
+	// goroutine once the batch applied, outside the state lock; it must not
+	// block. It is how metrics and the audit trail learn what applied
+	// without decoding the entries a second time.
+	Applied func(index uint64, cmd *fsmpb.Command, res *Result)
 }
 
 // New returns an empty state machine with the default limits.
-func New(opts Options) *FSM { return &FSM{st: newState(), tmpDir: opts.TempDir} }
+func New(opts Options) *FSM {
+	return &FSM{st: newState(), tmpDir: opts.TempDir, applied: opts.Applied}
+}
 
 var (
 	_ raft.FSM         = (*FSM)(nil)
@@ -65,14 +75,18 @@ func (f *FSM) ApplyBytes(index uint64, data []byte) *Result {
 		}
 		return &Result{Index: index, Err: errf(CodeInternal, "%v", err)}
 	}
-	return f.st.applyCommand(index, cmd)
+	res := f.st.applyCommand(index, cmd)
+	res.batchCmds = nil
+	return res
 }
 
 // ApplyCommand applies an already decoded command (tests, benchmarks).
 func (f *FSM) ApplyCommand(index uint64, cmd *fsmpb.Command) *Result {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.st.applyCommand(index, cmd)
+	res := f.st.applyCommand(index, cmd)
+	res.batchCmds = nil
+	return res
 }
 
 // Apply implements raft.FSM: a batch of one.
@@ -98,8 +112,12 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		cmds[i] = cmd
 	}
 	out := make([]interface{}, len(logs))
+	// subs[i]: the decoded commands of entry i when it is a Batch.
+	var subs [][]*fsmpb.Command
+	if f.applied != nil {
+		subs = make([][]*fsmpb.Command, len(logs))
+	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	for i, l := range logs {
 		if cmds[i] == nil {
 			if l.Index > f.st.lastIndex {
@@ -109,9 +127,31 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		res := f.st.applyCommand(l.Index, cmds[i])
 		if res.Err != nil && res.Err.Code == CodeInternal {
+			f.mu.Unlock()
 			panic(fmt.Sprintf("fsm: raft entry %d: %v", l.Index, res.Err))
 		}
+		if subs != nil {
+			subs[i] = res.batchCmds
+		}
+		res.batchCmds = nil
 		out[i] = res
+	}
+	f.mu.Unlock()
+	if f.applied != nil {
+		for i, l := range logs {
+			res, _ := out[i].(*Result)
+			switch {
+			case res == nil:
+			case subs[i] != nil:
+				for j, sub := range subs[i] {
+					if j < len(res.Batch) && res.Batch[j] != nil {
+						f.applied(l.Index, sub, res.Batch[j])
+					}
+				}
+			default:
+				f.applied(l.Index, cmds[i], res)
+			}
+		}
 	}
 	return out
 }

@@ -1,71 +1,33 @@
 package metrics
 
 import (
-	"io"
-
 	"github.com/hashicorp/raft"
 
 	"github.com/grackle-coord/grackle/fsm"
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 )
 
-// ObserveFSM wraps the state machine given to Raft: every applied command
-// is counted by what it did (grants, releases, lease events), and
-// snapshot writes are sized and their failures counted. The wrapper
-// changes nothing the FSM does or returns.
+// ObserveFSM wraps the state machine given to Raft so that snapshot
+// writes are sized and their failures counted. It changes nothing the FSM
+// does or returns.
+func (m *Metrics) ObserveFSM(f *fsm.FSM) raft.BatchingFSM { return &observedFSM{BatchingFSM: f, m: m} }
+
+type observedFSM struct {
+	raft.BatchingFSM
+	m *Metrics
+}
+
+// Applied counts one applied command by what it did (grants, releases,
+// lease events): the FSM's Options.Applied hook, which reports each
+// command of a packed entry on its own and hands over the command it
+// decoded (no second decoding here).
 //
 // Events are counted as this node applies them, so every node of a
 // healthy cluster reports the same totals; entries replayed from the log
 // at start are counted again (a restart is a counter reset anyway).
-//
-// also, when not nil, sees every applied command and its result (the
-// audit log uses it); it must not block.
-func (m *Metrics) ObserveFSM(f *fsm.FSM, also func(index uint64, cmd *fsmpb.Command, res *fsm.Result)) raft.BatchingFSM {
-	return &observedFSM{f: f, m: m, also: also}
-}
-
-type observedFSM struct {
-	f    *fsm.FSM
-	m    *Metrics
-	also func(uint64, *fsmpb.Command, *fsm.Result)
-}
-
-func (o *observedFSM) Apply(l *raft.Log) interface{} { return o.ApplyBatch([]*raft.Log{l})[0] }
-
-func (o *observedFSM) ApplyBatch(logs []*raft.Log) []interface{} {
-	out := o.f.ApplyBatch(logs)
-	for i, l := range logs {
-		res, ok := out[i].(*fsm.Result)
-		if !ok || l.Type != raft.LogCommand {
-			continue
-		}
-		// The FSM has just decoded these bytes successfully; decoding
-		// again here keeps the FSM free of metrics code.
-		cmd, err := fsm.Decode(l.Data)
-		if err != nil {
-			continue
-		}
-		o.m.count(cmd, res)
-		if o.also != nil {
-			o.also(l.Index, cmd, res)
-		}
-	}
-	return out
-}
+func (m *Metrics) Applied(_ uint64, cmd *fsmpb.Command, res *fsm.Result) { m.count(cmd, res) }
 
 func (m *Metrics) count(cmd *fsmpb.Command, res *fsm.Result) {
-	if b, ok := cmd.GetOp().(*fsmpb.Command_Batch); ok {
-		// Commands packed into one entry: one result each, in order.
-		for i, data := range b.Batch.GetCommands() {
-			if i >= len(res.Batch) || res.Batch[i] == nil {
-				break
-			}
-			if sub, err := fsm.Decode(data); err == nil {
-				m.count(sub, res.Batch[i])
-			}
-		}
-		return
-	}
 	for _, g := range res.Grants {
 		if g.Granted {
 			m.grants.Inc()
@@ -99,10 +61,8 @@ func (m *Metrics) count(cmd *fsmpb.Command, res *fsm.Result) {
 	}
 }
 
-func (o *observedFSM) Restore(rc io.ReadCloser) error { return o.f.Restore(rc) }
-
 func (o *observedFSM) Snapshot() (raft.FSMSnapshot, error) {
-	sn, err := o.f.Snapshot()
+	sn, err := o.BatchingFSM.Snapshot()
 	if err != nil {
 		o.m.snapshotFailures.Inc()
 		return nil, err

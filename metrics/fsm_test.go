@@ -15,7 +15,7 @@ import (
 // one by one.
 func TestBatchedCommandsCounted(t *testing.T) {
 	m := New()
-	o := m.ObserveFSM(fsm.New(fsm.Options{TempDir: t.TempDir()}), nil)
+	o := m.ObserveFSM(fsm.New(fsm.Options{TempDir: t.TempDir(), Applied: m.Applied}))
 	enc := func(c *fsmpb.Command) []byte {
 		b, err := fsm.Encode(c)
 		if err != nil {

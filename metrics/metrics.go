@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"time"
 
-	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -38,9 +37,11 @@ const forwardedKey = "grackle-forwarded"
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	grpc *grpcprom.ServerMetrics
+	grpc *rpcMetrics
 
 	acquireOutcomes *prometheus.CounterVec
+	// outcome counters, resolved once (indexed like acquireOutcomeNames)
+	outcomes [len(acquireOutcomeNames)]prometheus.Counter
 
 	grants, releases                                             prometheus.Counter
 	leasesCreated, leasesRefreshed, leasesRevoked, leasesExpired prometheus.Counter
@@ -64,18 +65,13 @@ func New() *Metrics {
 	buildInfo.Set(1)
 	reg.MustRegister(buildInfo)
 
-	m.grpc = grpcprom.NewServerMetrics(
-		grpcprom.WithServerCounterOptions(grpcprom.WithNamespace(Namespace)),
-		grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramNamespace(Namespace),
-			grpcprom.WithHistogramBuckets([]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300})),
-	)
-	reg.MustRegister(m.grpc)
+	m.grpc = newRPCMetrics(reg, []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300})
 
 	m.acquireOutcomes = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "acquire_outcomes_total",
 		Help: "AcquireSemaphore calls answered by this node to its own clients, by outcome (acquired, unavailable, timed_out, error)."},
 		[]string{"outcome"})
-	for _, o := range []string{"acquired", "unavailable", "timed_out", "error"} {
-		m.acquireOutcomes.WithLabelValues(o)
+	for i, o := range acquireOutcomeNames {
+		m.outcomes[i] = m.acquireOutcomes.WithLabelValues(o)
 	}
 	counter := func(name, help string) prometheus.Counter {
 		c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help})
@@ -103,45 +99,52 @@ func (m *Metrics) Handler() http.Handler {
 
 // InitializeRPCs creates the per-method series of every registered
 // service at zero, so that rates exist before the first call.
-func (m *Metrics) InitializeRPCs(s *grpc.Server) { m.grpc.InitializeMetrics(s) }
+//
+// Call it once every service is registered and before the server serves:
+// it also resolves each method's series once, so that a call does not look
+// them up by label values.
+func (m *Metrics) InitializeRPCs(s *grpc.Server) { m.grpc.initialize(s) }
 
 // UnaryInterceptor counts and times every unary RPC by method and code,
 // and counts AcquireSemaphore outcomes.
 func (m *Metrics) UnaryInterceptor() grpc.UnaryServerInterceptor {
-	inner := m.grpc.UnaryServerInterceptor()
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		resp, err := inner(ctx, req, info, handler)
+		resp, err := m.grpc.unary(ctx, req, info, handler)
 		if info.FullMethod == pb.GrackleService_AcquireSemaphore_FullMethodName && !forwarded(ctx) {
-			m.acquireOutcomes.WithLabelValues(acquireOutcome(resp, err)).Inc()
+			m.outcomes[acquireOutcome(resp, err)].Inc()
 		}
 		return resp, err
 	}
 }
 
 // StreamInterceptor counts and times every streaming RPC.
-func (m *Metrics) StreamInterceptor() grpc.StreamServerInterceptor {
-	return m.grpc.StreamServerInterceptor()
-}
+func (m *Metrics) StreamInterceptor() grpc.StreamServerInterceptor { return m.grpc.stream }
 
+// forwarded reads the one key (ValueFromIncomingContext does not copy the
+// whole metadata, as FromIncomingContext does).
 func forwarded(ctx context.Context) bool {
-	md, _ := metadata.FromIncomingContext(ctx)
-	return len(md.Get(forwardedKey)) > 0
+	return len(metadata.ValueFromIncomingContext(ctx, forwardedKey)) > 0
 }
 
-func acquireOutcome(resp any, err error) string {
+// acquireOutcomeNames are the outcome label values, in the order
+// acquireOutcome returns their index.
+var acquireOutcomeNames = [...]string{"acquired", "unavailable", "timed_out", "error"}
+
+func acquireOutcome(resp any, err error) int {
+	const acquired, unavailable, timedOut, failed = 0, 1, 2, 3
 	if err != nil {
-		return "error"
+		return failed
 	}
 	r, _ := resp.(*pb.AcquireSemaphoreResponse)
 	switch r.GetOutcome() {
 	case pb.AcquireOutcome_ACQUIRE_OUTCOME_ACQUIRED:
-		return "acquired"
+		return acquired
 	case pb.AcquireOutcome_ACQUIRE_OUTCOME_UNAVAILABLE:
-		return "unavailable"
+		return unavailable
 	case pb.AcquireOutcome_ACQUIRE_OUTCOME_TIMED_OUT:
-		return "timed_out"
+		return timedOut
 	}
-	return "error"
+	return failed
 }
 
 // latencyBuckets are for the leader's queue and hand-off histograms:

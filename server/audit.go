@@ -33,17 +33,9 @@ func (a *auditor) observe(index uint64, cmd *fsmpb.Command, res *fsm.Result) {
 	a.line(index, cmd, res)
 }
 
+// line writes the audit line of one applied command (the FSM reports each
+// command of a packed entry on its own).
 func (a *auditor) line(index uint64, cmd *fsmpb.Command, res *fsm.Result) {
-	if b, ok := cmd.GetOp().(*fsmpb.Command_Batch); ok {
-		for i, data := range b.Batch.GetCommands() {
-			if i < len(res.Batch) && res.Batch[i] != nil {
-				if sub, err := fsm.Decode(data); err == nil {
-					a.line(index, sub, res.Batch[i])
-				}
-			}
-		}
-		return
-	}
 	switch op := cmd.GetOp().(type) {
 	case *fsmpb.Command_RevokeLease:
 		if res.Err == nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/grackle-coord/grackle/fsm"
 	"github.com/grackle-coord/grackle/internal/peerconn"
 	"github.com/grackle-coord/grackle/metrics"
+	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/raftnode"
 	"github.com/grackle-coord/grackle/rpc"
@@ -168,17 +169,20 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		lis.Close()
 		return nil, err
 	}
-	f := fsm.New(fsm.Options{TempDir: tmp})
 	met := metrics.New()
-	feed := watch.NewFeed(f)
 	var raftPtr atomic.Pointer[raft.Raft]
 	aud := &auditor{log: log.Named("audit"), raft: raftPtr.Load}
+	f := fsm.New(fsm.Options{TempDir: tmp, Applied: func(index uint64, cmd *fsmpb.Command, res *fsm.Result) {
+		met.Applied(index, cmd, res)
+		aud.observe(index, cmd, res)
+	}})
+	feed := watch.NewFeed(f)
 	node, err := raftnode.New(raftnode.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, BindAddr: cfg.RaftAddr, AdvertiseAddr: cfg.AdvertiseRaft,
 		InitialMembers: peers, Bootstrap: cfg.Join == "",
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
 		CommitTimeout: cfg.CommitTimeout, SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
-		TrailingLogs: cfg.TrailingLogs, FSM: watch.Observe(met.ObserveFSM(f, aud.observe), feed), Logger: log,
+		TrailingLogs: cfg.TrailingLogs, FSM: watch.Observe(met.ObserveFSM(f), feed), Logger: log,
 		PeerTLS: sec.peer, MaxConns: cfg.MaxConnections, HandshakeTimeout: cfg.HandshakeTimeout,
 	})
 	if err != nil {
