@@ -2,9 +2,9 @@
 # make profile-bench: CPU profiles of every member of a 3-node Grackle on
 # loopback (leader and both followers) and of the load generator while each
 # workload runs (grackle bench; see docs/PERFORMANCE.md), and their top
-# entries. The members' profiles cover the measured window, the load
-# generator's its whole run; every process started here is stopped by PID
-# at the end.
+# entries. Every profile covers the measured window (the load generator's
+# by its --cpuprofile); every process started here is stopped by PID at
+# the end.
 #
 #   make profile-bench                         # DUR=10s WARMUP=2s WORKLOADS=pairs,leases,reads,handoff
 #   BENCH_FLAGS="--spread" make profile-bench  # flags for grackle bench

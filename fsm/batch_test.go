@@ -45,8 +45,8 @@ func TestBatchIsItsCommandsAtItsIndex(t *testing.T) {
 		}
 		i += k
 	}
-	one := New(Options{TempDir: t.TempDir()})     // each command alone, at its entry's index
-	serial := New(Options{TempDir: t.TempDir()})  // the packed log, one entry at a time
+	one := New(Options{TempDir: t.TempDir()})    // each command alone, at its entry's index
+	serial := New(Options{TempDir: t.TempDir()}) // the packed log, one entry at a time
 	// The packed log in raft batches; its Applied hook must see every
 	// command on its own, in log order, with the result ApplyBatch returned.
 	type seen struct {

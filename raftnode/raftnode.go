@@ -165,6 +165,16 @@ func New(cfg Config) (*Node, error) {
 	disk := &diskWatch{dir: cfg.DataDir, log: cfg.Logger}
 	n := &Node{Transport: trans, LeaderNotify: notify, ID: cfg.NodeID, Addr: trans.LocalAddr(), store: store, disk: disk}
 	ws := watchedStore{BoltStore: store, d: disk}
+	// The leader reads every entry back to replicate it (and a follower the
+	// previous entry to check it): from bbolt that is a read transaction
+	// and a msgpack decoding per entry per follower. The cache answers
+	// them from memory for the last logCacheSize entries (Consul does the
+	// same); writes still go to bbolt, and are cached only once stored.
+	logs, err := raft.NewLogCache(logCacheSize, ws)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("raftnode: log cache: %w", err)
+	}
 	var snapStore raft.SnapshotStore = watchedSnapshots{SnapshotStore: snaps, d: disk}
 	n.Snapshots = snapStore
 
@@ -188,7 +198,7 @@ func New(cfg Config) (*Node, error) {
 		}
 		cfg.Logger.Info("bootstrapped a new cluster", "members", len(members))
 	}
-	r, err := raft.NewRaft(rc, cfg.FSM, ws, ws, snapStore, trans)
+	r, err := raft.NewRaft(rc, cfg.FSM, logs, ws, snapStore, trans)
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("raftnode: start raft: %w", err)
@@ -196,6 +206,11 @@ func New(cfg Config) (*Node, error) {
 	n.Raft = r
 	return n, nil
 }
+
+// logCacheSize is how many recent log entries raft reads from memory (a
+// few hundred packed entries: what replication to a follower that fell a
+// little behind still reads back).
+const logCacheSize = 512
 
 func setDur(dst *time.Duration, v time.Duration) {
 	if v > 0 {
