@@ -33,6 +33,11 @@ const maxHeader = 1 << 20
 // ErrCorrupt is wrapped by every error about a file's content.
 var ErrCorrupt = errors.New("snapshot file is corrupt")
 
+// ErrNotState is wrapped, with ErrCorrupt, when the file is intact (its
+// checksum matches) but the state machine cannot read its data: a file of
+// another kind or of a newer, incompatible version.
+var ErrNotState = errors.New("the checksum matches but the state machine refuses the data")
+
 // Writer writes a snapshot file: the header first, then exactly
 // header.DataSize bytes of data through Write, then Close appends the
 // checksum.

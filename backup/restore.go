@@ -44,7 +44,7 @@ func load(path, tmpDir string) (*Contents, *os.File, error) {
 	}
 	f := fsm.New(fsm.Options{TempDir: tmpDir})
 	if err := f.Restore(io.NopCloser(tmp)); err != nil {
-		return nil, tmp, fmt.Errorf("%s: %w: the checksum matches but the state machine refuses the data: %v", path, ErrCorrupt, err)
+		return nil, tmp, fmt.Errorf("%s: %w: %w: %v", path, ErrCorrupt, ErrNotState, err)
 	}
 	if err := f.CheckInvariants(); err != nil {
 		return nil, tmp, fmt.Errorf("%s: %w: invariants: %v", path, ErrCorrupt, err)
@@ -55,7 +55,8 @@ func load(path, tmpDir string) (*Contents, *os.File, error) {
 	return &Contents{Info: info, Counts: f.Counts(), AppliedIndex: f.AppliedIndex()}, tmp, nil
 }
 
-// Restore builds dataDir, which must hold no Raft state, as the data dir
+// Restore builds dataDir, which must hold no Raft state (else an error
+// wrapping raftnode.ErrHasState), as the data dir
 // of node nodeID of a new cluster of initialMembers
 // ("id=raftAddr[=grpcAddr],...", as --initial-members) from the snapshot
 // file at path. Every member is restored from the same file with the same

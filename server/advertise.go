@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net"
+	"strings"
 )
 
 // checkAdvertise refuses an advertised address that the node cannot be
@@ -53,6 +54,22 @@ func checkAdvertise(flag, listen, advertise string) (warning string, err error) 
 			}
 		}
 	}
-	return "", fmt.Errorf("--advertise-%s %q is not an address this node listens on (--%s-addr %q binds only %s): other nodes and clients would dial an address nothing answers; advertise %s, or listen on 0.0.0.0",
-		flag, advertise, flag, listen, lh, lh)
+	return "", &AdvertiseError{Flag: "advertise-" + flag, Advertise: advertise, Listen: listen}
+}
+
+// AdvertiseError is Start's refusal of an --advertise-raft or
+// --advertise-grpc address that is not one the node listens on (checked
+// before anything is bound): other nodes and clients would dial an
+// address nothing answers.
+type AdvertiseError struct {
+	Flag      string // "advertise-raft" or "advertise-grpc"
+	Advertise string // the advertised address
+	Listen    string // the address the node binds
+}
+
+func (e *AdvertiseError) Error() string {
+	listenFlag := strings.TrimPrefix(e.Flag, "advertise-") + "-addr"
+	host, _, _ := net.SplitHostPort(e.Listen)
+	return fmt.Sprintf("--%s %q is not an address this node listens on (--%s %q binds only %s): other nodes and clients would dial an address nothing answers; advertise %s, or listen on 0.0.0.0",
+		e.Flag, e.Advertise, listenFlag, e.Listen, host, host)
 }

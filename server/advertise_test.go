@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -22,8 +23,9 @@ func TestAdvertiseMustBeAListenAddress(t *testing.T) {
 		{"127.0.0.1:7421", "no-such-host.invalid:7421", true, true},
 	} {
 		warning, err := checkAdvertise("raft", c.listen, c.adv)
-		if (err == nil) != c.ok {
-			t.Errorf("listen %s advertise %s: %v, want ok=%v", c.listen, c.adv, err, c.ok)
+		var ae *AdvertiseError
+		if (err == nil) != c.ok || err != nil && !errors.As(err, &ae) {
+			t.Errorf("listen %s advertise %s: %v, want ok=%v (a refusal is an AdvertiseError)", c.listen, c.adv, err, c.ok)
 		}
 		if (warning != "") != c.warn {
 			t.Errorf("listen %s advertise %s: warning %q, want one=%v", c.listen, c.adv, warning, c.warn)
@@ -43,12 +45,13 @@ func TestStartRefusesUnreachableAdvertise(t *testing.T) {
 	cfg.DataDir = t.TempDir()
 	cfg.GRPCAddr, cfg.RaftAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0", ""
 	cfg.AdvertiseRaft = "127.0.0.2:7421"
-	if _, err := Start(cfg, nil); err == nil || !strings.Contains(err.Error(), "not an address this node listens on") {
-		t.Fatalf("start: %v", err)
+	var ae *AdvertiseError
+	if _, err := Start(cfg, nil); !errors.As(err, &ae) || ae.Flag != "advertise-raft" || !strings.Contains(err.Error(), "--advertise-raft") {
+		t.Fatalf("start: %v, want an AdvertiseError naming --advertise-raft", err)
 	}
 	cfg.AdvertiseRaft, cfg.AdvertiseGRPC = "", "127.0.0.2:7420"
-	if _, err := Start(cfg, nil); err == nil || !strings.Contains(err.Error(), "--advertise-grpc") {
-		t.Fatalf("start: %v", err)
+	if _, err := Start(cfg, nil); !errors.As(err, &ae) || ae.Flag != "advertise-grpc" || !strings.Contains(err.Error(), "--advertise-grpc") {
+		t.Fatalf("start: %v, want an AdvertiseError naming --advertise-grpc", err)
 	}
 }
 

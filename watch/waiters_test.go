@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/apierr"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/server/servertest"
 )
@@ -157,6 +158,9 @@ func TestWaitersBadRequests(t *testing.T) {
 		{&pb.ListSemaphoreWaitersRequest{NamespaceName: "ns", SemaphoreName: "nope"}, "nope", codes.NotFound},
 	} {
 		_, err := api.ListSemaphoreWaiters(ctx, tc.r)
+		if tc.code == codes.NotFound && apierr.ReasonOf(err) != apierr.SemaphoreNotFound {
+			t.Errorf("%v: %v, want reason SEMAPHORE_NOT_FOUND", tc.r, err)
+		}
 		if status.Code(err) != tc.code || !strings.Contains(status.Convert(err).Message(), tc.field) {
 			t.Errorf("%v: %v, want %v naming %q", tc.r, err, tc.code, tc.field)
 		}

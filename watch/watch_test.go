@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/client"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/server"
@@ -259,18 +260,19 @@ func TestWatchBadRequests(t *testing.T) {
 	for _, tc := range []struct {
 		ns, sem, field string
 		code           codes.Code
+		reason         string // which thing is missing, for NotFound
 	}{
-		{"bad name", "s", "namespace_name", codes.InvalidArgument},
-		{"ns", "", "semaphore_name", codes.InvalidArgument},
-		{"ns", "nope", "", codes.NotFound},
-		{"nope", "s", "", codes.NotFound},
+		{"bad name", "s", "namespace_name", codes.InvalidArgument, ""},
+		{"ns", "", "semaphore_name", codes.InvalidArgument, ""},
+		{"ns", "nope", "nope", codes.NotFound, apierr.SemaphoreNotFound},
+		{"nope", "s", "nope", codes.NotFound, apierr.NamespaceNotFound},
 	} {
 		st, err := api.WatchSemaphore(ctx, &pb.WatchSemaphoreRequest{NamespaceName: tc.ns, SemaphoreName: tc.sem})
 		if err == nil {
 			_, err = st.Recv()
 		}
-		if status.Code(err) != tc.code || !strings.Contains(status.Convert(err).Message(), tc.field) {
-			t.Errorf("watch %q/%q: %v, want %v naming %q", tc.ns, tc.sem, err, tc.code, tc.field)
+		if status.Code(err) != tc.code || apierr.ReasonOf(err) != tc.reason || !strings.Contains(status.Convert(err).Message(), tc.field) {
+			t.Errorf("watch %q/%q: %v, want %v (reason %q) naming %q", tc.ns, tc.sem, err, tc.code, tc.reason, tc.field)
 		}
 	}
 }
@@ -395,8 +397,8 @@ func TestSlowWatcherIsCutOff(t *testing.T) {
 		if err == nil {
 			continue
 		}
-		if status.Code(err) != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), "slow watcher") {
-			t.Fatalf("stream ended with %v, want ResourceExhausted (slow watcher)", err)
+		if status.Code(err) != codes.ResourceExhausted || apierr.ReasonOf(err) != apierr.WatchStalled {
+			t.Fatalf("stream ended with %v, want ResourceExhausted with reason WATCH_STALLED (a slow watcher, not the limit of streams)", err)
 		}
 		break
 	}
@@ -446,8 +448,8 @@ func TestWatchEndsOnLeaderChangeAndResumes(t *testing.T) {
 	}
 	for _, s := range []*stream{w, wf} {
 		err := s.end(t)
-		if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "leadership changed") {
-			t.Fatalf("stream ended with %v, want Unavailable (leadership changed)", err)
+		if status.Code(err) != codes.Unavailable || apierr.ReasonOf(err) != apierr.NotLeader || apierr.LeaderOf(err).ID == c.Cfgs[li].NodeID {
+			t.Fatalf("stream ended with %v, want Unavailable NOT_LEADER not naming the old leader (leadership changed)", err)
 		}
 	}
 	if addr := w.tr.Get("grackle-leader-address"); len(addr) == 0 || addr[0] == c.Nodes[li].GRPCAddr() {
