@@ -33,6 +33,16 @@ const (
 	DefaultMaxAcquireTimeout = 300 * time.Second
 )
 
+// leaderChangeWindow and leaderChangeBackoff: a call that fails with
+// NOT_LEADER or NOT_SENT (it never reached the Raft log) retries every
+// 50-100 ms for its first leaderChangeWindow of failures, the length of a
+// leader change (a SIGKILLed leader is replaced in about 0.7 s with the
+// server's default timeouts), and with the exponential backoff after that.
+const (
+	leaderChangeWindow  = 2 * time.Second
+	leaderChangeBackoff = 100 * time.Millisecond
+)
+
 // leaderAddressKey is the trailer key in which a node names the leader's
 // gRPC address on an Unavailable error (the server's rpc.LeaderAddressKey).
 const leaderAddressKey = "grackle-leader-address"
@@ -82,6 +92,8 @@ type Config struct {
 	// BackoffBase and BackoffMax shape the jittered exponential backoff
 	// between retries: the n-th retry waits a random time in [d/2, d] with
 	// d = min(BackoffMax, BackoffBase * 2^n). Defaults 50 ms and 2 s.
+	// During a leader change (NOT_LEADER, NOT_SENT) the first 2 s of
+	// retries wait at most 100 ms each.
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
 
@@ -601,6 +613,15 @@ func (c *Client) invoke(ctx context.Context, pol policy, opts []grpc.CallOption,
 			return err
 		}
 		d := c.backoff(attempt)
+		if apierr.ProvesNotSent(err) && now.Sub(firstFail) < leaderChangeWindow {
+			// Between leaders: the call was refused or never carried, so
+			// it is safe to try again soon, and the new leader is usually
+			// there within a second. Exponential backoff alone would have
+			// the call sleep through it (after 4 retries it waits 0.4-0.8
+			// s), so for the first leaderChangeWindow retries come every
+			// 50-100 ms.
+			d = min(d, jittered(leaderChangeBackoff, leaderChangeBackoff, 0))
+		}
 		if newLeader && !redirected {
 			// The error named a leader we were not using: go there now.
 			d, redirected = 0, true
