@@ -40,9 +40,13 @@ func BenchmarkLargeState(b *testing.B) {
 	const callers = 256
 	for n := 0; n < b.N; n++ {
 		// Leases must outlive the fill, hence the long TTL. Snapshots every
-		// 100,000 entries (checked every 10 s) keep the log short, as a
-		// long-running node's would be.
-		args := []string{"--snapshot-threshold", "100000", "--snapshot-interval", "10s", "--trailing-logs", "10000",
+		// 2,048 entries (checked every 10 s) keep the log short, as a
+		// long-running node's would be: the leader packs about 50 of these
+		// commands into one entry, so a million leases are only some
+		// 40,000 entries, and a threshold of 100,000 (as here before
+		// packing) never took a snapshot at all, so the new node replayed
+		// the whole log instead of installing a snapshot.
+		args := []string{"--snapshot-threshold", "2048", "--snapshot-interval", "10s", "--trailing-logs", "1024",
 			"--max-leases-per-namespace", strconv.Itoa(2 * leases), "--max-semaphores-per-namespace", strconv.Itoa(2 * sems),
 			"--max-ttl-seconds", "86400"}
 		// GRACKLE_LARGE_PPROF=DIR: node 1 serves Go's profiles, and its heap
@@ -151,6 +155,9 @@ func BenchmarkLargeState(b *testing.B) {
 		took := time.Since(joined)
 		m2 := procMemory(b, nd)
 		m1 = procMemory(b, p.Nodes[0])
+		if snapshotsIn(nd.DataDir) == 0 {
+			b.Fatalf("n2 caught up in %v by replaying the log, not by a snapshot: this measures nothing of what it claims", took)
+		}
 		// A follower keeps the snapshot it was sent: one on disk means it
 		// caught up by InstallSnapshot, none that it replayed the log.
 		b.Logf("n2 caught up to index %d in %v (%d snapshot(s) on its disk); n2: %v; n1 now: %v",
