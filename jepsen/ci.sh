@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The fault-injection suite's short run for CI (a few minutes in all):
 #  1. a clean build under every nemesis must show no anomaly;
-#  2. each build-time fault (stale-read, early-grant) must be caught.
-# Needs root, iproute2 and iptables.
+#  2. the same with client mutual TLS, peer TLS and access control on
+#     (-secure, shorter), and no call refused by them;
+#  3. each build-time fault (stale-read, early-grant) must be caught.
+# Needs root, iproute2, iptables and openssl.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SEED=${JEPSEN_SEED:-20261130}
@@ -14,6 +16,13 @@ case $rc in
   0) echo "jepsen-ci: clean run passed" ;;
   3) echo "jepsen-ci: warning: the linearizability search did not finish (verdict unknown); no anomaly found" ;;
   *) echo "jepsen-ci: clean run FAILED (exit $rc)"; exit 1 ;;
+esac
+$J -nodes 3 -duration "${JEPSEN_SECURE_DURATION:-30s}" -nemesis all -seed "$SEED" -secure -lin-timeout 60s
+rc=$?
+case $rc in
+  0) echo "jepsen-ci: secure clean run passed" ;;
+  3) echo "jepsen-ci: warning: secure run: the linearizability search did not finish (verdict unknown); no anomaly found" ;;
+  *) echo "jepsen-ci: secure clean run FAILED (exit $rc)"; exit 1 ;;
 esac
 for fault in stale-read early-grant; do
   $J -nodes 3 -duration 25s -nemesis isolate-leader,pause,partition-majority -seed "$SEED" -fault "$fault" -lin-timeout 60s >/tmp/jepsen-ci-$fault.out 2>&1
