@@ -3,7 +3,7 @@ GO        ?= go
 BIN       ?= bin
 PROTO_SRC := $(shell find proto -name '*.proto')
 
-.PHONY: help build test proto run bench failover-bench compare-bench profile-bench jepsen jepsen-ci fuzz fuzz-api vet fmt clean image cluster-up cluster-down compose-test secure-cluster-up secure-cluster-down compose-secure-test
+.PHONY: help build test proto run bench failover-bench compare-bench secure-bench profile-bench jepsen jepsen-ci fuzz fuzz-api vet fmt clean image cluster-up cluster-down compose-test secure-cluster-up secure-cluster-down compose-secure-test
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -47,6 +47,9 @@ failover-bench: ## leader SIGKILL -> first write, 10 trials on 3 processes
 
 compare-bench: ## every bench workload on 3-node Grackle and 3-node etcd in one invocation, one table (DUR, WARMUP, RUNS, WORKLOADS)
 	bash bench/compare.sh
+
+secure-bench: ## pairs and handoff on plain, TLS and TLS+ACL 3-node clusters in one invocation, one table with ratios (DUR, WARMUP, RUNS, WORKLOADS)
+	bash bench/secure.sh
 
 profile-bench: ## CPU profiles of a 3-node Grackle's leader under each bench workload, top entries (DUR, WARMUP, WORKLOADS)
 	bash bench/profile.sh
