@@ -135,7 +135,7 @@ func (c *Checker) Authorize(ctx context.Context) error {
 func (c *Checker) UnaryInterceptor(isLeader func() bool) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		need := NeedFor(info.FullMethod, req)
-		if !need.Open && (need.AnyToken || need.Local || isLeader()) {
+		if !need.Open && (need.AnyToken || isLeader()) {
 			if err := c.Check(ctx, info.FullMethod, need); err != nil {
 				return nil, err
 			}
@@ -145,39 +145,51 @@ func (c *Checker) UnaryInterceptor(isLeader func() bool) grpc.UnaryServerInterce
 	}
 }
 
-// StreamInterceptor checks a server stream's need on this node when its
-// request arrives.
-func (c *Checker) StreamInterceptor() grpc.StreamServerInterceptor {
+// StreamInterceptor checks a server stream's need when its request
+// arrives: on this node, except for a relayed stream (Need.Relayed) on a
+// node that does not lead, which is left to the node that serves it.
+func (c *Checker) StreamInterceptor(isLeader func() bool) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if NeedFor(info.FullMethod, nil).Open {
 			return handler(srv, ss)
 		}
-		return handler(srv, &checkedStream{ServerStream: ss, c: c, method: info.FullMethod})
+		return handler(srv, &checkedStream{ServerStream: ss, c: c, method: info.FullMethod, isLeader: isLeader})
 	}
 }
 
 type checkedStream struct {
 	grpc.ServerStream
-	c       *Checker
-	method  string
-	checked bool
+	c        *Checker
+	method   string
+	isLeader func() bool
+	received bool
+	need     Need // of the request, once received; Checked once checked
 }
 
 func (s *checkedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	if !s.checked {
-		if err := s.c.Check(s.ServerStream.Context(), s.method, NeedFor(s.method, m)); err != nil {
-			return err
+	if !s.received {
+		s.received = true
+		s.need = NeedFor(s.method, m)
+		if !s.need.Relayed || s.isLeader == nil || s.isLeader() {
+			if err := s.c.Check(s.ServerStream.Context(), s.method, s.need); err != nil {
+				return err
+			}
+			s.need.Checked = true
 		}
-		s.checked = true
 	}
 	return nil
 }
 
 func (s *checkedStream) Context() context.Context {
 	ctx := s.ServerStream.Context()
-	// Checked in RecvMsg, which a server-streaming handler calls first.
-	return context.WithValue(withNeed(ctx, Need{Checked: s.checked}), methodKey{}, s.method)
+	// Filled in RecvMsg, which a server-streaming handler calls first; a
+	// stream whose request has not arrived has nothing to authorize yet
+	// and Authorize refuses it (no rule looked up).
+	if !s.received {
+		return ctx
+	}
+	return context.WithValue(withNeed(ctx, s.need), methodKey{}, s.method)
 }

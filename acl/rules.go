@@ -15,8 +15,10 @@ type Need struct {
 	// AnyToken: any valid token, checked by the node asked (cluster
 	// status: clients discover the leader with it).
 	AnyToken bool
-	// Local: served by the node asked, never forwarded: checked there.
-	Local bool
+	// Relayed: a stream that a follower relays to the leader, whose
+	// handler authorizes it where it is served: checked on the leader only
+	// (a follower's state may not have applied a token the leader knows).
+	Relayed bool
 	// Checked: already checked (a stream, on its request).
 	Checked bool
 }
@@ -25,8 +27,8 @@ type Need struct {
 type rule struct {
 	role string
 	ns   func(req any) string
-	// anyToken, local, open: see Need.
-	anyToken, local, open bool
+	// anyToken, open, relayed: see Need.
+	anyToken, open, relayed bool
 }
 
 // reqNamespace is the namespace_name field every namespaced request has.
@@ -73,8 +75,10 @@ var rules = map[string]rule{
 	"/grackle.v1.GrackleService/AcquireSemaphore":     {role: fsm.RoleWrite, ns: reqNamespace},
 	"/grackle.v1.GrackleService/ReleaseSemaphore":     {role: fsm.RoleWrite, ns: reqNamespace},
 	"/grackle.v1.GrackleService/ListSemaphoreHolders": {role: fsm.RoleRead, ns: reqNamespace},
-	"/grackle.v1.GrackleService/ListSemaphoreWaiters": {role: fsm.RoleRead, ns: reqNamespace, local: true}, // served by package watch, outside the rpc check
-	"/grackle.v1.GrackleService/WatchSemaphore":       {role: fsm.RoleRead, ns: reqNamespace},
+	// Served on the leader by package watch, which authorizes them there
+	// (a follower relays them: its state may lack a token the log holds).
+	"/grackle.v1.GrackleService/ListSemaphoreWaiters": {role: fsm.RoleRead, ns: reqNamespace},
+	"/grackle.v1.GrackleService/WatchSemaphore":       {role: fsm.RoleRead, ns: reqNamespace, relayed: true},
 
 	"/grackle.v1.GrackleService/CreateSemaphoreLease":  {role: fsm.RoleWrite, ns: reqNamespace},
 	"/grackle.v1.GrackleService/GetSemaphoreLease":     {role: fsm.RoleRead, ns: reqNamespace},
@@ -105,7 +109,7 @@ func NeedFor(fullMethod string, req any) Need {
 	if !ok {
 		return Need{Role: fsm.RoleAdmin, Namespace: fsm.AnyNamespace}
 	}
-	n := Need{Role: r.role, Open: r.open, AnyToken: r.anyToken, Local: r.local}
+	n := Need{Role: r.role, Open: r.open, AnyToken: r.anyToken, Relayed: r.relayed}
 	if r.ns != nil && req != nil {
 		n.Namespace = r.ns(req)
 	}

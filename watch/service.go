@@ -60,6 +60,11 @@ type Config struct {
 	// reach the leader when a follower forwards (shared; its owner closes
 	// it). nil: plaintext connections of the service's own, closed by Close.
 	Peers *peerconn.Cache
+	// Authorize, when set (access control on), decides each call this
+	// node serves as the leader, once its term is ready (every committed
+	// entry applied, so every token the log holds is known). A follower
+	// relays the call without deciding: its state may lag the log.
+	Authorize func(context.Context) error
 }
 
 // Service serves WatchSemaphore and ListSemaphoreWaiters. It implements
@@ -237,6 +242,9 @@ func (s *Service) ListSemaphoreWaiters(ctx context.Context, r *pb.ListSemaphoreW
 	if err := term.Ready(ctx); err != nil {
 		return nil, s.notReady(ctx, err)
 	}
+	if err := s.authorize(ctx); err != nil {
+		return nil, err
+	}
 	now := time.Now().UnixNano()
 	// The semaphore must exist (as every List answers NotFound otherwise).
 	if _, _, _, err := s.fsm.SemaphoreView(r.NamespaceName, r.SemaphoreName, now, 0); err != nil {
@@ -256,6 +264,14 @@ func (s *Service) ListSemaphoreWaiters(ctx context.Context, r *pb.ListSemaphoreW
 		out.PreviousPaginationToken = encodeToken(true, all[from].Seq)
 	}
 	return out, nil
+}
+
+// authorize applies Config.Authorize, if any.
+func (s *Service) authorize(ctx context.Context) error {
+	if s.cfg.Authorize == nil {
+		return nil
+	}
+	return s.cfg.Authorize(ctx)
 }
 
 func (s *Service) notReady(ctx context.Context, err error) error {

@@ -33,6 +33,9 @@ func (s *Service) WatchSemaphore(r *pb.WatchSemaphoreRequest, stream grpc.Server
 	if err := term.Ready(ctx); err != nil {
 		return s.notReady(ctx, err)
 	}
+	if err := s.authorize(ctx); err != nil {
+		return err
+	}
 	key := fsm.SemKey{Namespace: r.NamespaceName, Semaphore: r.SemaphoreName}
 	// Subscribe before the first read: no change can fall between them.
 	sub := s.feed.Subscribe(key)
