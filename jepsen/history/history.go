@@ -25,6 +25,11 @@ const (
 	GetSemaphore = "get"     // GetSemaphore: ActiveHolds, HoldersCount
 	ListHolders  = "holders" // ListSemaphoreHolders: Holders
 	FenceWrite   = "fence_write"
+	// Calls a node answers from its own state, with their access check
+	// made there (docs/SECURITY.md): recorded for the access checker, in
+	// no model.
+	ClusterStatus = "cluster_status" // GetClusterStatus
+	ListWaiters   = "waiters"        // ListSemaphoreWaiters
 )
 
 // Outcomes.

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -38,7 +39,7 @@ func (r *recorder) end(op *history.Op, err error) {
 		st := status.Convert(err)
 		op.Error = st.Code().String() + ": " + st.Message()
 		op.Code = st.Code().String()
-		op.Reason = apierr.ReasonOf(err)
+		op.Reason = reasonOf(st)
 	}
 	if op.Outcome != history.Info {
 		op.Complete = now
@@ -50,6 +51,22 @@ func (r *recorder) end(op *history.Op, err error) {
 	r.mu.Unlock()
 }
 
+// reasonOf is the ErrorInfo reason of a failed call: the API's (apierr,
+// domain grackle.v1), else one of another domain (access control and TLS
+// refusals carry theirs), so that the access checker sees TOKEN_UNKNOWN or
+// TLS_REQUIRED. Classification reads apierr's only.
+func reasonOf(st *status.Status) string {
+	if r := apierr.ReasonOf(st.Err()); r != "" {
+		return r
+	}
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetReason() != "" {
+			return ei.GetReason()
+		}
+	}
+	return ""
+}
+
 // classify decides whether a failed call certainly did not happen (Fail)
 // or might have (Info), from the gRPC code and the apierr reason. Reads
 // change nothing, so a failed read is Fail.
@@ -58,7 +75,7 @@ func classify(kind string, err error) string {
 		return history.OK
 	}
 	switch kind {
-	case history.GetSemaphore, history.ListHolders:
+	case history.GetSemaphore, history.ListHolders, history.ClusterStatus, history.ListWaiters:
 		return history.Fail
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -40,6 +41,31 @@ func TestClassify(t *testing.T) {
 	for _, c := range cases {
 		if got := classify(c.kind, c.err); got != c.want {
 			t.Errorf("classify(%s, %v) = %s, want %s", c.kind, c.err, got, c.want)
+		}
+	}
+}
+
+// An access-control refusal is recorded with its code and reason (of the
+// access control's ErrorInfo domain), for the access checker; as an
+// unexpected error of a write it stays indeterminate.
+func TestRecordRefusal(t *testing.T) {
+	st, err := status.New(codes.Unauthenticated, "the token is unknown or was revoked").
+		WithDetails(&errdetails.ErrorInfo{Reason: "TOKEN_UNKNOWN", Domain: "grackle.dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &recorder{}
+	r.end(r.begin(history.Op{Kind: history.Acquire}), st.Err())
+	r.end(r.begin(history.Op{Kind: history.ListWaiters}), st.Err())
+	r.end(r.begin(history.Op{Kind: history.Release}), apierr.New(codes.Unavailable, apierr.NotLeader, "n1", apierr.Leader{}, "not the leader"))
+	want := []struct{ outcome, code, reason string }{
+		{history.Info, "Unauthenticated", "TOKEN_UNKNOWN"},
+		{history.Fail, "Unauthenticated", "TOKEN_UNKNOWN"},
+		{history.Fail, "Unavailable", apierr.NotLeader},
+	}
+	for i, w := range want {
+		if o := r.ops[i]; o.Outcome != w.outcome || o.Code != w.code || o.Reason != w.reason {
+			t.Errorf("op %d (%s): %s %s %q, want %s %s %q", i, o.Kind, o.Outcome, o.Code, o.Reason, w.outcome, w.code, w.reason)
 		}
 	}
 }

@@ -88,6 +88,8 @@ func Run(ctx context.Context, cfg Config) (*history.History, error) {
 		wg.Add(1)
 		go func(p int) { defer wg.Done(); w.fenced(runCtx, 500+p, cfg.Seed+int64(500+p)*7919) }(p)
 	}
+	wg.Add(1)
+	go func() { defer wg.Done(); w.local(runCtx, 800, cfg.Seed+800*7919) }()
 	nem := &nemesis{c: c, rec: w.rec, rng: rng, kinds: cfg.Nemeses, every: cfg.FaultEvery, hold: cfg.FaultFor, logf: cfg.Logf}
 	nem.run(runCtx)
 	wg.Wait()
@@ -380,6 +382,35 @@ func (w *world) fenced(ctx context.Context, proc int, seed int64) {
 				gen++
 			}
 		}
+	}
+}
+
+// local is a process that asks random nodes what they answer from their
+// own state, access check included (GetClusterStatus: any valid token;
+// ListSemaphoreWaiters: read on the namespace): a restarted, paused or
+// rejoined node must know the workloads' token as soon as it serves.
+// Recorded for the access checker; no model reads them.
+func (w *world) local(ctx context.Context, proc int, seed int64) {
+	rng := rand.New(rand.NewSource(seed))
+	sems := append(append([]string(nil), w.linSems...), w.fenSems...)
+	for ctx.Err() == nil {
+		n := w.c.Nodes[rng.Intn(len(w.c.Nodes))]
+		cc := w.c.ConnAs(n.GRPC, w.token)
+		if rng.Intn(2) == 0 {
+			o := w.rec.begin(history.Op{Process: proc, Kind: history.ClusterStatus, Node: n.ID})
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := pb.NewClusterServiceClient(cc).GetClusterStatus(cctx, &pb.GetClusterStatusRequest{})
+			cancel()
+			w.rec.end(o, err)
+		} else {
+			sem := sems[rng.Intn(len(sems))]
+			o := w.rec.begin(history.Op{Process: proc, Kind: history.ListWaiters, Namespace: ns, Semaphore: sem, Node: n.ID})
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := pb.NewGrackleServiceClient(cc).ListSemaphoreWaiters(cctx, &pb.ListSemaphoreWaitersRequest{NamespaceName: ns, SemaphoreName: sem, Limit: 10})
+			cancel()
+			w.rec.end(o, err)
+		}
+		time.Sleep(time.Duration(20+rng.Intn(40)) * time.Millisecond)
 	}
 }
 
