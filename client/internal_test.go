@@ -102,6 +102,13 @@ type fakeNode struct {
 	// createNS answers CreateNamespace; call is 1-based.
 	createNS func(ctx context.Context, call int64) error
 	deleteNS func(ctx context.Context, call int64) error
+	// watch serves WatchSemaphore; call is 1-based.
+	watch      func(call int64, st grpc.ServerStreamingServer[pb.WatchSemaphoreResponse]) error
+	watchCalls atomic.Int64
+}
+
+func (f *fakeNode) WatchSemaphore(_ *pb.WatchSemaphoreRequest, st grpc.ServerStreamingServer[pb.WatchSemaphoreResponse]) error {
+	return f.watch(f.watchCalls.Add(1), st)
 }
 
 func (f *fakeNode) GetClusterStatus(context.Context, *pb.GetClusterStatusRequest) (*pb.GetClusterStatusResponse, error) {
@@ -310,5 +317,48 @@ func TestRediscoveryAndClose(t *testing.T) {
 	c.Close()
 	if _, err := c.DeleteNamespace(testCtx(t), &pb.DeleteNamespaceRequest{NamespaceName: "a"}); err != ErrClientClosed {
 		t.Fatalf("after Close: %v", err)
+	}
+}
+
+// Client.Watch resumes after the ends docs/watch.md names as transient (a
+// leader change: Unavailable; a stalled watcher: WATCH_STALLED) and ends
+// on Internal: a bug on the server, which reopening would only repeat.
+func TestWatchResumesOnTransientEndsAndStopsOnInternal(t *testing.T) {
+	internal := status.Error(codes.Internal, "watch: a bug")
+	f := startFake(t, &fakeNode{watch: func(call int64, st grpc.ServerStreamingServer[pb.WatchSemaphoreResponse]) error {
+		if err := st.Send(&pb.WatchSemaphoreResponse{Initial: true, RaftIndex: uint64(call)}); err != nil {
+			return err
+		}
+		switch call {
+		case 1:
+			return unavail(apierr.NotLeader, "", "leadership changed")
+		case 2:
+			return apierr.New(codes.ResourceExhausted, apierr.WatchStalled, "n1", apierr.Leader{}, "slow watcher")
+		case 3:
+			return internal
+		}
+		return status.Error(codes.FailedPrecondition, "reopened after Internal")
+	}})
+	c, err := New(testCtx(t), fastConfig(f.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var states int
+	var last error
+	for u := range c.Watch(testCtx(t), "ns", "s") {
+		if u.Err != nil {
+			last = u.Err
+			continue
+		}
+		if states++; u.Resumed != (states > 1) {
+			t.Errorf("state %d: Resumed %v", states, u.Resumed)
+		}
+	}
+	if status.Code(last) != codes.Internal {
+		t.Fatalf("the watch ended with %v, want the Internal error", last)
+	}
+	if n := f.watchCalls.Load(); n != 3 || states != 3 {
+		t.Fatalf("%d streams opened, %d states: want 3 and 3 (resumed twice, not after Internal)", n, states)
 	}
 }

@@ -40,7 +40,8 @@ type WatchUpdate struct {
 	Resumed bool
 	// Err is set on the last update only: why the watch ended. A context
 	// that ended gives its error; a semaphore that does not exist (or was
-	// deleted) gives NotFound; a call refused gives its status.
+	// deleted) gives NotFound; a call refused gives its status, and so
+	// does Internal (a server bug: never reopened).
 	Err error
 }
 
@@ -113,13 +114,14 @@ func (c *Client) watchLoop(ctx context.Context, req *pb.WatchSemaphoreRequest, i
 // resumable: the stream ended for a reason that reopening can cure (a
 // leader change, a broken connection, a watcher cut off as too slow), not
 // a refusal (NotFound, InvalidArgument, PermissionDenied, the node's limit
-// of streams).
+// of streams) nor Internal: that is a bug on the server, and reopening
+// would only repeat it (forever).
 func resumable(err error) bool {
 	if errors.Is(err, ErrClientClosed) {
 		return false
 	}
 	switch status.Code(err) {
-	case codes.Unavailable, codes.Aborted, codes.Internal, codes.Unknown:
+	case codes.Unavailable, codes.Aborted, codes.Unknown:
 		return true
 	case codes.ResourceExhausted:
 		return apierr.ReasonOf(err) == apierr.WatchStalled
