@@ -97,6 +97,13 @@ var rules = map[string]rule{
 	"/grackle.v1.ACLService/CreateToken": {role: fsm.RoleAdmin, ns: tokenNamespace},
 	"/grackle.v1.ACLService/ListTokens":  {role: fsm.RoleAdmin, ns: cluster},
 	"/grackle.v1.ACLService/RevokeToken": {role: fsm.RoleAdmin, ns: cluster},
+
+	// Internal: a follower asks the leader for a read index to serve a
+	// client's read itself, and then checks that client's token on its own
+	// state. Open, since the follower has no token of its own: it answers
+	// only a Raft index and the leader's clock (GetClusterStatus shows the
+	// index to any token), and concurrent calls share one leadership round.
+	"/grackle.peer.v1.PeerService/ReadIndex": {open: true},
 }
 
 // NeedFor is what a call of fullMethod with req needs. Health checks and

@@ -10,6 +10,12 @@
 #   make compare-bench                       # DUR=10s WARMUP=2s RUNS=2
 #   DUR=3s WARMUP=1s RUNS=1 make compare-bench
 #   WORKLOADS=pairs,reads ETCD=0 make compare-bench
+#   SPREAD_READS=0 make compare-bench        # reads to the leader only
+#
+# The reads workload spreads its workers over every member on both sides
+# (--spread): followers serve linearizable reads themselves, Grackle's by
+# its follower reads, etcd's by its ReadIndex. Every other workload sends
+# everything to the leader.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${DUR:-10s}
@@ -17,6 +23,7 @@ WARMUP=${WARMUP:-2s}
 RUNS=${RUNS:-2}
 WORKLOADS=${WORKLOADS:-all}
 ETCD=${ETCD:-1}
+SPREAD_READS=${SPREAD_READS:-1}
 BENCH_FLAGS=${BENCH_FLAGS:-}          # extra flags for both load generators, e.g. "--workers 128"
 BASE=${BASE:-/tmp/grackle-compare}
 OUT=${OUT:-$BASE/results-$(date -u +%Y%m%dT%H%M%SZ)}
@@ -78,17 +85,34 @@ etcd_cluster() {
 }
 
 common=(--duration "$DUR" --warmup "$WARMUP" --runs 1 -o json)
+# The workloads in two groups: reads (spread) and the rest (to the leader).
+all_w=$WORKLOADS
+[ "$all_w" = all ] && all_w=pairs,handoff,leases,reads,expiry
+rest="" reads=""
+IFS=, read -r -a wl <<<"$all_w"
+for w in "${wl[@]}"; do
+  if [ "$w" = reads ] && [ "$SPREAD_READS" = 1 ]; then reads=reads; else rest+="${rest:+,}$w"; fi
+done
+# bench_side LABEL RUN CMD...: every workload of the run against $EPS; CMD
+# takes a comma-separated workload list (grackle bench all, etcdbench).
+bench_side() {
+  local label=$1 run=$2
+  shift 2
+  local flags=(--endpoints "$EPS" --label "$label" --server-pids "$SPIDS" --first-run "$run" "${common[@]}")
+  # shellcheck disable=SC2086
+  if [ -n "$rest" ]; then "$@" "$rest" "${flags[@]}" $BENCH_FLAGS | tee -a "$RES"; fi
+  # shellcheck disable=SC2086
+  if [ -n "$reads" ]; then "$@" reads --spread "${flags[@]}" $BENCH_FLAGS | tee -a "$RES"; fi
+}
 for run in $(seq 1 "$RUNS"); do
   echo "== run $run: grackle, 3 nodes"
   grackle_cluster "$run"
-  # shellcheck disable=SC2086
-  "$G" bench all "$WORKLOADS" --endpoints "$EPS" --label grackle --server-pids "$SPIDS" --first-run "$run" "${common[@]}" $BENCH_FLAGS | tee -a "$RES"
+  bench_side grackle "$run" "$G" bench all
   stop_all
   if [ "$ETCD" = 1 ]; then
     echo "== run $run: etcd, 3 members"
     etcd_cluster "$run"
-    # shellcheck disable=SC2086
-    "$BASE/bin/etcdbench" "$WORKLOADS" --endpoints "$EPS" --label etcd --server-pids "$SPIDS" --first-run "$run" "${common[@]}" $BENCH_FLAGS | tee -a "$RES"
+    bench_side etcd "$run" "$BASE/bin/etcdbench"
     stop_all
   fi
 done

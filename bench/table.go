@@ -52,6 +52,7 @@ var tableRows = []row{
 	{"reads", "linearizable reads/s", rate, 0, true},
 	{"reads", "read p99 ms", lat("read", p99), 2, false},
 	{"reads", "server CPU µs per read", metric("server_cpu_us_per_op"), 0, false},
+	{"reads", "load generator CPU µs per read", metric("loadgen_cpu_us_per_op"), 0, false},
 	{"expiry", "lateness p50 ms", lat("lateness", p50), 1, false},
 	{"expiry", "lateness p99 ms", lat("lateness", p99), 1, false},
 }

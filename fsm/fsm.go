@@ -23,7 +23,12 @@ type FSM struct {
 	st      *state
 	tmpDir  string
 	applied func(index uint64, cmd *fsmpb.Command, res *Result)
+	index   appliedIndex // st.lastIndex, for WaitApplied
 }
+
+// published makes the state's index visible to WaitApplied; the apply
+// methods call it with the write lock held.
+func (f *FSM) published() { f.index.set(f.st.lastIndex) }
 
 // Options configure an FSM.
 type Options struct {
@@ -69,6 +74,7 @@ func (f *FSM) ApplyBytes(index uint64, data []byte) *Result {
 	cmd, err := Decode(data)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.published()
 	if err != nil {
 		if index > f.st.lastIndex {
 			f.st.lastIndex = index
@@ -84,6 +90,7 @@ func (f *FSM) ApplyBytes(index uint64, data []byte) *Result {
 func (f *FSM) ApplyCommand(index uint64, cmd *fsmpb.Command) *Result {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.published()
 	res := f.st.applyCommand(index, cmd)
 	res.batchCmds = nil
 	return res
@@ -136,6 +143,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		res.batchCmds = nil
 		out[i] = res
 	}
+	f.published()
 	f.mu.Unlock()
 	if f.applied != nil {
 		for i, l := range logs {

@@ -58,6 +58,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.st = st
+	f.published()
 	f.mu.Unlock()
 	return nil
 }

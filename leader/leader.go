@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/grackle-coord/grackle/fsm"
+	"github.com/grackle-coord/grackle/internal/rounds"
 )
 
 // Config is what the leader needs to know about its node.
@@ -53,7 +54,7 @@ type Leader struct {
 	fsm   *fsm.FSM
 	log   hclog.Logger
 	clock *Clock
-	reads *readBatcher
+	reads *rounds.Group[struct{}] // leadership confirmations shared by concurrent reads
 	skew  *SkewMonitor
 
 	term atomic.Pointer[Term]
@@ -88,7 +89,7 @@ func New(cfg Config, r *raft.Raft, f *fsm.FSM) *Leader {
 	}
 	c := NewClock(cfg.Clock)
 	l := &Leader{cfg: cfg, raft: r, fsm: f, log: cfg.Log, clock: c, stop: make(chan struct{})}
-	l.reads = newReadBatcher(func() error { return r.VerifyLeader().Error() })
+	l.reads = rounds.New(func() (struct{}, error) { return struct{}{}, r.VerifyLeader().Error() })
 	l.skew = newSkewMonitor(f, cfg.Clock, cfg.LeaseGrace, func() bool { return l.term.Load() != nil }, cfg.Log)
 	return l
 }

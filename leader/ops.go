@@ -24,12 +24,25 @@ func (t *Term) Write(ctx context.Context, cmd *fsmpb.Command) (*fsm.Result, erro
 // after the leader's FSM applied it; so once VerifyLeader confirms with a
 // quorum that no other leader has taken over, this node's FSM holds every
 // write that completed before the read began. Concurrent reads share one
-// confirmation round (reads.go), each a round that began after it arrived.
+// confirmation round (package rounds), each a round that began after it
+// arrived.
 func (t *Term) Linearize(ctx context.Context) (int64, error) {
-	if err := t.l.reads.Confirm(ctx); err != nil {
+	if _, err := t.l.reads.Do(ctx); err != nil {
 		return 0, fromRaft(err)
 	}
 	return t.l.clock.Now(), nil
+}
+
+// ReadIndex is a follower's read made linearizable here (see DESIGN.md,
+// Follower reads): after a confirmation round that began after the call
+// arrived, the index of the last entry this leader's FSM applied, and the
+// leader's `now`. A follower that has applied that index holds every write
+// that completed before its read began.
+func (t *Term) ReadIndex(ctx context.Context) (index uint64, now int64, err error) {
+	if now, err = t.Linearize(ctx); err != nil {
+		return 0, 0, err
+	}
+	return t.l.fsm.AppliedIndex(), now, nil
 }
 
 // withHandOff proposes cmd with the grants of the waiters of key that fit

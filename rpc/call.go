@@ -102,12 +102,19 @@ func write[Resp any](s *Service, ctx context.Context, fwd remote[Resp], cmd *fsm
 	})
 }
 
-// read: a linearizable read of the leader's state machine at the leader's
-// `now`.
+// read: a linearizable read at the leader's `now`: of the leader's state
+// machine on the leader, of this node's own once it has applied the
+// leader's read index on a follower (followerread.go).
 func read[Resp any](s *Service, ctx context.Context, fwd remote[Resp], local func(now int64) (Resp, error)) (Resp, error) {
 	if fault.On("stale-read") {
 		out, err := local(time.Now().UnixNano()) // broken on purpose (faultinject builds only)
 		return out, s.toStatus(ctx, err)
+	}
+	if s.lead.Term() == nil {
+		if out, served, err := followerRead(s, ctx, local); served {
+			return out, err
+		}
+		// The leader does not serve read indexes: forward the read (serve).
 	}
 	return serve(s, ctx, fwd, func(t *leader.Term) (Resp, error) {
 		now, err := t.Linearize(ctx)

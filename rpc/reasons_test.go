@@ -134,8 +134,9 @@ func TestErrorReasons(t *testing.T) {
 	leader := apierr.Leader{ID: c.Cfgs[li].NodeID, Address: c.Nodes[li].GRPCAddr()}
 
 	t.Run("not the leader (a follower never forwards twice)", func(t *testing.T) {
+		// A write: a follower serves reads itself (follower reads).
 		ctx := metadata.AppendToOutgoingContext(ctxT(t), "grackle-forwarded", "1")
-		_, err := c.Client(fi).GetNamespace(ctx, &pb.GetNamespaceRequest{NamespaceName: "x"})
+		_, err := c.Client(fi).DeleteNamespace(ctx, &pb.DeleteNamespaceRequest{NamespaceName: "x"})
 		wantReason(t, err, codes.Unavailable, apierr.NotLeader)
 		if got := apierr.LeaderOf(err); got != leader {
 			t.Fatalf("leader %+v, want %+v", got, leader)

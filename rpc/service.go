@@ -7,6 +7,7 @@ package rpc
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/grackle-coord/grackle/fsm"
 	"github.com/grackle-coord/grackle/internal/peerconn"
+	"github.com/grackle-coord/grackle/internal/rounds"
 	"github.com/grackle-coord/grackle/leader"
+	peerpb "github.com/grackle-coord/grackle/proto/grackle/peer/v1"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -53,11 +56,13 @@ type Config struct {
 	Authorize func(context.Context) error
 }
 
-// Service implements pb.GrackleServiceServer and pb.ClusterServiceServer.
+// Service implements pb.GrackleServiceServer, pb.ClusterServiceServer,
+// pb.ACLServiceServer and peerpb.PeerServiceServer.
 type Service struct {
 	pb.UnimplementedGrackleServiceServer
 	pb.UnimplementedClusterServiceServer
 	pb.UnimplementedACLServiceServer
+	peerpb.UnimplementedPeerServiceServer
 
 	cfg  Config
 	raft *raft.Raft
@@ -65,6 +70,10 @@ type Service struct {
 	log  hclog.Logger
 	lead *leader.Leader
 	fwd  forwarding
+	// readIndexes shares read-index requests among this follower's
+	// concurrent reads (followerread.go).
+	readIndexes   *rounds.Group[readIndex]
+	followerReads atomic.Uint64 // reads this node served as a follower
 
 	transfers transferGate // one leadership transfer at a time, rate-limited
 }
@@ -87,6 +96,7 @@ func New(cfg Config, r *raft.Raft, f *fsm.FSM, log hclog.Logger) *Service {
 		Clock: cfg.Clock, Observer: cfg.Observer, Log: log.Named("leader"),
 	}, r, f)
 	s.fwd = newForwarder(cfg.NodeID, s.leaderInfo, cfg.Peers)
+	s.readIndexes = rounds.New(s.askReadIndex)
 	return s
 }
 
@@ -99,6 +109,10 @@ func (s *Service) Stop() {
 	s.lead.Stop()
 	s.fwd.close()
 }
+
+// FollowerReads counts the reads this node served from its own state as
+// a follower (followerread.go).
+func (s *Service) FollowerReads() uint64 { return s.followerReads.Load() }
 
 // Leader is this node's leader side: its current term (nil unless it
 // leads) gives the waiter queues' snapshots and counts, its Skew the

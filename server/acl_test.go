@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grackle-coord/grackle/acl"
+	peerpb "github.com/grackle-coord/grackle/proto/grackle/peer/v1"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/server/servertest"
 )
@@ -209,6 +210,11 @@ func matrixRPCs() []matrixRPC {
 			_, err := a(cc).Bootstrap(ctx, &pb.BootstrapRequest{})
 			return err
 		}},
+		// Internal (a follower's read index), open: see acl/rules.go.
+		{"/grackle.peer.v1.PeerService/ReadIndex", "", open, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := peerpb.NewPeerServiceClient(cc).ReadIndex(ctx, &peerpb.ReadIndexRequest{})
+			return err
+		}},
 		{"ACLService/CreateToken", "admin", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
 			_, err := a(cc).CreateToken(ctx, &pb.CreateTokenRequest{Role: "read", Namespace: ns})
 			return err
@@ -255,10 +261,14 @@ func TestACLMatrix(t *testing.T) {
 		listed[m] = true
 	}
 	for _, r := range rpcs {
-		if !listed["/grackle.v1."+r.method] {
+		full := r.method
+		if !strings.HasPrefix(full, "/") {
+			full = "/grackle.v1." + full
+		}
+		if !listed[full] {
 			t.Errorf("%s has no access rule", r.method)
 		}
-		delete(listed, "/grackle.v1."+r.method)
+		delete(listed, full)
 	}
 	for m := range listed {
 		t.Errorf("the matrix does not cover %s", m)

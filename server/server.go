@@ -29,6 +29,7 @@ import (
 	"github.com/grackle-coord/grackle/internal/peerconn"
 	"github.com/grackle-coord/grackle/metrics"
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
+	peerpb "github.com/grackle-coord/grackle/proto/grackle/peer/v1"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/raftnode"
 	"github.com/grackle-coord/grackle/rpc"
@@ -243,6 +244,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		Peers: peerConns}, api, node.Raft, f, node.Snapshots, log.Named("admin"))
 	pb.RegisterClusterServiceServer(gs, adm)
 	pb.RegisterACLServiceServer(gs, api)
+	peerpb.RegisterPeerServiceServer(gs, api) // follower reads ask the leader for a read index
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
