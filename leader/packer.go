@@ -20,13 +20,19 @@ type applier interface {
 
 // packerConfig tunes a packer; zero values take the defaults.
 type packerConfig struct {
-	// MaxInFlight bounds the entries proposed and not yet applied (default
-	// 2). Commands arriving meanwhile wait and go out together in the next
-	// entry. One would pack the most, but then a command that arrives
-	// while an unrelated entry commits waits a whole commit (a hand-off's
-	// release behind the previous holder's new acquire); two lets it go
-	// at once and still packs everything that arrives under load.
-	MaxInFlight int
+	// OrdinaryInFlight bounds the entries proposed and not yet applied
+	// (default 1); commands arriving meanwhile wait and go out together in
+	// the next entry. MaxInFlight (default 2) is the bound instead when a
+	// waiting command hands permits over (it carries grants: a release,
+	// revoke or expiry with waiters behind it, a queued grant): that one
+	// goes at once, with everything queued before it, so a hand-off never
+	// waits a whole commit behind an unrelated entry (the previous
+	// holder's new acquire). Every other command packs behind the one
+	// entry in flight: two ordinary entries in flight would each carry
+	// half of what arrives, and the cost of an entry (an fsync and a
+	// replication round on every member) is most of a write's CPU.
+	OrdinaryInFlight int
+	MaxInFlight      int
 	// MaxCommands and MaxBytes bound one batch (default 512 and 1 MiB).
 	MaxCommands int
 	MaxBytes    int
@@ -44,12 +50,13 @@ type packer struct {
 	r   applier
 	cfg packerConfig
 
-	mu      sync.Mutex
-	queue   []*proposal
-	stopped bool
-	wake    chan struct{} // capacity 1: something was queued
+	mu       sync.Mutex
+	queue    []*proposal
+	urgent   int // proposals in queue that hand permits over
+	inFlight int // entries proposed and not yet resolved
+	stopped  bool
+	wake     chan struct{} // capacity 1: something was queued, or an entry resolved
 
-	slots    chan struct{} // one token per entry in flight
 	inflight chan inflight // the entries in flight, in log order
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -62,6 +69,8 @@ type inflight struct {
 
 type proposal struct {
 	data []byte
+	// urgent: the command hands permits over (see OrdinaryInFlight).
+	urgent bool
 	// then, when set, runs with the outcome before any caller of this or a
 	// later entry is woken (see completions).
 	then func(*fsm.Result, error)
@@ -86,6 +95,10 @@ func newPacker(r applier, cfg packerConfig) *packer {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = 2
 	}
+	if cfg.OrdinaryInFlight <= 0 {
+		cfg.OrdinaryInFlight = 1
+	}
+	cfg.OrdinaryInFlight = min(cfg.OrdinaryInFlight, cfg.MaxInFlight)
 	if cfg.MaxCommands <= 0 {
 		cfg.MaxCommands = 512
 	}
@@ -95,7 +108,7 @@ func newPacker(r applier, cfg packerConfig) *packer {
 	if cfg.ApplyTimeout <= 0 {
 		cfg.ApplyTimeout = 10 * time.Second
 	}
-	p := &packer{r: r, cfg: cfg, wake: make(chan struct{}, 1), slots: make(chan struct{}, cfg.MaxInFlight),
+	p := &packer{r: r, cfg: cfg, wake: make(chan struct{}, 1),
 		inflight: make(chan inflight, cfg.MaxInFlight), stop: make(chan struct{})}
 	p.wg.Add(2)
 	go p.run()
@@ -103,7 +116,8 @@ func newPacker(r applier, cfg packerConfig) *packer {
 	return p
 }
 
-// Propose submits one encoded command and waits until it is applied (its
+// propose submits one encoded command (urgent: it hands permits over, see
+// OrdinaryInFlight) and waits until it is applied (its
 // own result) or fails. A proposal never handed to Raft fails with
 // raft.ErrNotLeader when the packer was shut down, or errNotQueued (wrapping
 // ctx's error) when ctx ended while it was queued: certainly not in the
@@ -117,8 +131,8 @@ func newPacker(r applier, cfg packerConfig) *packer {
 // that it must wait) is done before anyone can act on a later result (a
 // releaser's next acquire must queue behind that waiter). then must not
 // block on the packer.
-func (p *packer) propose(ctx context.Context, data []byte, then func(*fsm.Result, error)) (*fsm.Result, error) {
-	pr := &proposal{data: data, then: then, done: make(chan outcome, 1)}
+func (p *packer) propose(ctx context.Context, data []byte, urgent bool, then func(*fsm.Result, error)) (*fsm.Result, error) {
+	pr := &proposal{data: data, urgent: urgent, then: then, done: make(chan outcome, 1)}
 	p.mu.Lock()
 	if p.stopped {
 		p.mu.Unlock()
@@ -126,11 +140,11 @@ func (p *packer) propose(ctx context.Context, data []byte, then func(*fsm.Result
 		return nil, raft.ErrNotLeader
 	}
 	p.queue = append(p.queue, pr)
-	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
+	if urgent {
+		p.urgent++
 	}
+	p.mu.Unlock()
+	p.signal()
 	select {
 	case o := <-pr.done:
 		return o.res, o.err
@@ -152,10 +166,20 @@ func (p *packer) unqueue(pr *proposal) bool {
 	for i, x := range p.queue {
 		if x == pr {
 			p.queue = append(p.queue[:i:i], p.queue[i+1:]...)
+			if pr.urgent {
+				p.urgent--
+			}
 			return true
 		}
 	}
 	return false
+}
+
+func (p *packer) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
 }
 
 // shutdown fails what is still queued (with raft.ErrNotLeader) and waits for
@@ -183,13 +207,8 @@ func (p *packer) run() {
 	defer p.wg.Done()
 	defer close(p.inflight)
 	for {
-		// Wait for an entry slot first: what arrives meanwhile piles up and
-		// goes out in one entry.
-		select {
-		case p.slots <- struct{}{}:
-		case <-p.stop:
-			return
-		}
+		// take gives nothing while the entries in flight are at their
+		// bound: what arrives meanwhile piles up and goes out in one entry.
 		batch := p.take()
 		for batch == nil {
 			select {
@@ -205,18 +224,29 @@ func (p *packer) run() {
 	}
 }
 
-// take removes the next batch from the queue (nil: empty).
+// take removes the next batch from the queue and counts it in flight (nil:
+// the queue is empty, or the entries in flight are at their bound: the
+// ordinary one, or MaxInFlight while a command that hands permits over
+// waits).
 func (p *packer) take() []*proposal {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.queue) == 0 {
+	limit := p.cfg.OrdinaryInFlight
+	if p.urgent > 0 {
+		limit = p.cfg.MaxInFlight
+	}
+	if len(p.queue) == 0 || p.inFlight >= limit {
 		return nil
 	}
 	n, size := 0, 0
 	for n < len(p.queue) && n < p.cfg.MaxCommands && (n == 0 || size+len(p.queue[n].data) <= p.cfg.MaxBytes) {
 		size += len(p.queue[n].data)
+		if p.queue[n].urgent {
+			p.urgent--
+		}
 		n++
 	}
+	p.inFlight++
 	batch := p.queue[:n:n]
 	p.queue = p.queue[n:]
 	if len(p.queue) == 0 {
@@ -256,7 +286,10 @@ func (p *packer) completions() {
 	defer p.wg.Done()
 	for e := range p.inflight {
 		outs := outcomes(e.f, len(e.batch))
-		<-p.slots
+		p.mu.Lock()
+		p.inFlight--
+		p.mu.Unlock()
+		p.signal()
 		for i, pr := range e.batch {
 			pr.finish(outs[i])
 		}

@@ -90,7 +90,7 @@ func TestPackerPacksWhatArrivesWhileInFlight(t *testing.T) {
 	defer p.shutdown()
 	out := make(chan got, 10)
 	propose := func(name string) {
-		res, err := p.propose(context.Background(), createNS(t, name), nil)
+		res, err := p.propose(context.Background(), createNS(t, name), false, nil)
 		out <- got{name, res, err}
 	}
 	go propose("first")
@@ -169,12 +169,18 @@ func waitQueued(t *testing.T, p *packer, n int) {
 // itself (no batch wrapper): without load the log is what it always was.
 func TestPackerAloneGoesOutAtOnce(t *testing.T) {
 	r := newFakeRaft(t)
-	p := newPacker(r, packerConfig{MaxInFlight: 2})
+	p := newPacker(r, packerConfig{MaxInFlight: 2, OrdinaryInFlight: 2})
 	defer p.shutdown()
 	out := make(chan got, 2)
-	go func() { res, err := p.propose(context.Background(), createNS(t, "x"), nil); out <- got{"x", res, err} }()
+	go func() {
+		res, err := p.propose(context.Background(), createNS(t, "x"), false, nil)
+		out <- got{"x", res, err}
+	}()
 	a := r.next(t)
-	go func() { res, err := p.propose(context.Background(), createNS(t, "y"), nil); out <- got{"y", res, err} }()
+	go func() {
+		res, err := p.propose(context.Background(), createNS(t, "y"), false, nil)
+		out <- got{"y", res, err}
+	}()
 	b := r.next(t) // proposed while a is still in flight
 	for _, e := range []*fakeFuture{a, b} {
 		cmd, _ := fsm.Decode(e.data)
@@ -199,7 +205,7 @@ func TestPackerFailures(t *testing.T) {
 	p := newPacker(r, packerConfig{MaxInFlight: 1, MaxCommands: 2})
 	out := make(chan got, 10)
 	propose := func(name string) {
-		res, err := p.propose(context.Background(), createNS(t, name), nil)
+		res, err := p.propose(context.Background(), createNS(t, name), false, nil)
 		out <- got{name, res, err}
 	}
 	go propose("n0")
@@ -241,7 +247,7 @@ func TestPackerFailures(t *testing.T) {
 	if lost != 2 || notLeader != 2 {
 		t.Fatalf("%d lost in flight, %d not proposed; want 2 and 2", lost, notLeader)
 	}
-	if _, err := p.propose(context.Background(), createNS(t, "late"), nil); !errors.Is(err, raft.ErrNotLeader) {
+	if _, err := p.propose(context.Background(), createNS(t, "late"), false, nil); !errors.Is(err, raft.ErrNotLeader) {
 		t.Fatalf("after shutdown: %v", err)
 	}
 }
@@ -253,10 +259,13 @@ func TestPackerCallerGivesUpWhileQueued(t *testing.T) {
 	p := newPacker(r, packerConfig{MaxInFlight: 1})
 	defer p.shutdown()
 	out := make(chan got, 2)
-	go func() { res, err := p.propose(context.Background(), createNS(t, "a"), nil); out <- got{"a", res, err} }()
+	go func() {
+		res, err := p.propose(context.Background(), createNS(t, "a"), false, nil)
+		out <- got{"a", res, err}
+	}()
 	first := r.next(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { res, err := p.propose(ctx, createNS(t, "b"), nil); out <- got{"b", res, err} }()
+	go func() { res, err := p.propose(ctx, createNS(t, "b"), false, nil); out <- got{"b", res, err} }()
 	waitQueued(t, p, 1)
 	cancel()
 	if g := <-out; g.name != "b" || !errors.Is(g.err, errNotQueued) || !errors.Is(g.err, context.Canceled) {
@@ -267,7 +276,10 @@ func TestPackerCallerGivesUpWhileQueued(t *testing.T) {
 		t.Fatal(g.err)
 	}
 	// The next entry is the next command, not the abandoned one.
-	go func() { res, err := p.propose(context.Background(), createNS(t, "c"), nil); out <- got{"c", res, err} }()
+	go func() {
+		res, err := p.propose(context.Background(), createNS(t, "c"), false, nil)
+		out <- got{"c", res, err}
+	}()
 	e := r.next(t)
 	if cmd, _ := fsm.Decode(e.data); cmd.GetCreateNamespace().GetName() != "c" {
 		t.Fatalf("next entry %v, want c alone", cmd)
@@ -281,7 +293,7 @@ func TestPackerCallerGivesUpWhileQueued(t *testing.T) {
 // future resolves first.
 func TestPackerThenRunsInLogOrderBeforeCallersWake(t *testing.T) {
 	r := newFakeRaft(t)
-	p := newPacker(r, packerConfig{MaxInFlight: 2})
+	p := newPacker(r, packerConfig{MaxInFlight: 2, OrdinaryInFlight: 2})
 	defer p.shutdown()
 	var mu sync.Mutex
 	var events []string
@@ -292,7 +304,7 @@ func TestPackerThenRunsInLogOrderBeforeCallersWake(t *testing.T) {
 	}
 	out := make(chan got, 2)
 	propose := func(name string) {
-		res, err := p.propose(context.Background(), createNS(t, name), func(*fsm.Result, error) { record("then " + name) })
+		res, err := p.propose(context.Background(), createNS(t, name), false, func(*fsm.Result, error) { record("then " + name) })
 		record("woke " + name)
 		out <- got{name, res, err}
 	}
@@ -320,5 +332,56 @@ func TestPackerThenRunsInLogOrderBeforeCallersWake(t *testing.T) {
 	}
 	if !(pos["then a"] < pos["woke a"] && pos["then a"] < pos["then b"] && pos["then b"] < pos["woke b"]) {
 		t.Fatalf("events %v: want then a before woke a and then b, then b before woke b", events)
+	}
+}
+
+// By default an ordinary command waits while one entry is in flight (it
+// packs with what arrives meanwhile), and a command that hands permits over
+// goes out beside it at once, taking what queued before it, in order.
+func TestPackerHandOffTakesTheSecondSlot(t *testing.T) {
+	r := newFakeRaft(t)
+	p := newPacker(r, packerConfig{})
+	defer p.shutdown()
+	out := make(chan got, 10)
+	propose := func(name string, urgent bool) {
+		res, err := p.propose(context.Background(), createNS(t, name), urgent, nil)
+		out <- got{name, res, err}
+	}
+	batchOf := func(e *fakeFuture, names ...string) {
+		t.Helper()
+		cmd, err := fsm.Decode(e.data)
+		if err != nil || len(cmd.GetBatch().GetCommands()) != len(names) {
+			t.Fatalf("entry %d: %v %v, want a batch of %v", e.index, cmd, err, names)
+		}
+		for i, c := range cmd.GetBatch().GetCommands() {
+			if sub, _ := fsm.Decode(c); sub.GetCreateNamespace().GetName() != names[i] {
+				t.Fatalf("entry %d, command %d: %v, want %s", e.index, i, sub, names[i])
+			}
+		}
+	}
+	go propose("a", false)
+	ea := r.next(t) // alone, at once
+	go propose("b", false)
+	waitQueued(t, p, 1) // b waits behind a
+	go propose("g", true)
+	eb := r.next(t) // g hands over: it goes now, beside a, and takes b first
+	batchOf(eb, "b", "g")
+	go propose("c", false)
+	waitQueued(t, p, 1) // two in flight: c waits
+	ea.commit(r)
+	if g := <-out; g.name != "a" || g.err != nil {
+		t.Fatalf("%+v", g)
+	}
+	// One entry still in flight: c still waits for it, unless a hand-off
+	// comes (h), which takes c with it.
+	go propose("h", true)
+	ec := r.next(t)
+	batchOf(ec, "c", "h")
+	eb.commit(r)
+	ec.commit(r)
+	for i := 0; i < 4; i++ {
+		if g := <-out; g.err != nil || g.res.Err != nil {
+			t.Fatalf("%+v", g)
+		}
 	}
 }

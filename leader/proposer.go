@@ -68,7 +68,9 @@ func (p *Proposer) ProposeThen(ctx context.Context, cmd *fsmpb.Command, then fun
 	if then != nil {
 		mapped = func(res *fsm.Result, err error) { then(res, mapProposeError(ctx, err)) }
 	}
-	res, err := p.packer.propose(ctx, data, mapped)
+	// A command that carries grants hands permits to waiters: it may go out
+	// beside an entry already in flight (packerConfig.OrdinaryInFlight).
+	res, err := p.packer.propose(ctx, data, len(cmd.GetGrants()) > 0, mapped)
 	if err != nil {
 		return nil, mapProposeError(ctx, err)
 	}
