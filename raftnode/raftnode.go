@@ -78,6 +78,9 @@ type Node struct {
 	Addr raft.ServerAddress
 	// Snapshots is the node's snapshot store (backups read the latest).
 	Snapshots raft.SnapshotStore
+	// Contacts is what this node heard from each peer while it led (the
+	// leader's view of reachability and of each peer's log).
+	Contacts *Contacts
 
 	// ShutdownTimeout bounds Close (default DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
@@ -163,7 +166,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	trans := raft.NewNetworkTransportWithLogger(stream, 5, 10*time.Second, cfg.Logger.Named("transport"))
 	disk := &diskWatch{dir: cfg.DataDir, log: cfg.Logger}
-	n := &Node{Transport: trans, LeaderNotify: notify, ID: cfg.NodeID, Addr: trans.LocalAddr(), store: store, disk: disk}
+	n := &Node{Transport: trans, LeaderNotify: notify, ID: cfg.NodeID, Addr: trans.LocalAddr(), store: store, disk: disk, Contacts: newContacts()}
 	ws := watchedStore{BoltStore: store, d: disk}
 	// The leader reads every entry back to replicate it (and a follower the
 	// previous entry to check it): from bbolt that is a read transaction
@@ -198,7 +201,7 @@ func New(cfg Config) (*Node, error) {
 		}
 		cfg.Logger.Info("bootstrapped a new cluster", "members", len(members))
 	}
-	r, err := raft.NewRaft(rc, cfg.FSM, logs, ws, snapStore, trans)
+	r, err := raft.NewRaft(rc, cfg.FSM, logs, ws, snapStore, contactTransport{NetworkTransport: trans, contacts: n.Contacts})
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("raftnode: start raft: %w", err)

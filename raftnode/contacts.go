@@ -1,0 +1,76 @@
+package raftnode
+
+import (
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// PeerContact is what this node, while it led, last heard from one peer
+// over Raft.
+type PeerContact struct {
+	// Address is the Raft address the answer came from.
+	Address raft.ServerAddress
+	// At is when the last AppendEntries (a heartbeat or entries) to the
+	// peer was answered. A peer that never answered has no record.
+	At time.Time
+	// LastLog is the peer's last log index as of that answer: what its
+	// answer reported, or the last entry it accepted in that call.
+	LastLog uint64
+}
+
+// Contacts records, per peer, the leader's last answered AppendEntries.
+//
+// Why here: hashicorp/raft keeps each follower's last contact and match
+// index inside its replication state and exposes neither (Stats has no
+// per-peer figures; the heartbeat observations report failures and
+// recoveries, not successes, so a peer that was never heard from looks
+// the same as one that never failed). Its leader-lease check counts a
+// voter as contacted by the same event recorded here: an AppendEntries
+// round trip that returned. A heartbeat goes to every peer every tenth of
+// the heartbeat timeout or so, so a reachable peer's record is always
+// fresh while this node leads.
+type Contacts struct {
+	mu sync.Mutex
+	m  map[raft.ServerID]PeerContact
+}
+
+func newContacts() *Contacts { return &Contacts{m: map[raft.ServerID]PeerContact{}} }
+
+// Get returns the last contact with peer id, if any.
+func (c *Contacts) Get(id raft.ServerID) (PeerContact, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pc, ok := c.m[id]
+	return pc, ok
+}
+
+func (c *Contacts) record(id raft.ServerID, addr raft.ServerAddress, lastLog uint64, at time.Time) {
+	c.mu.Lock()
+	c.m[id] = PeerContact{Address: addr, At: at, LastLog: lastLog}
+	c.mu.Unlock()
+}
+
+// contactTransport is the node's NetworkTransport with every answered
+// AppendEntries recorded. Raft heartbeats use this call (never the
+// pipeline), so every peer is recorded at the heartbeat rate. Embedding
+// keeps the optional interfaces (pre-vote, close) raft looks for.
+type contactTransport struct {
+	*raft.NetworkTransport
+	contacts *Contacts
+}
+
+func (t contactTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+	if err == nil {
+		// The follower reports its last index as it was before this call;
+		// entries it accepted move it on.
+		last := resp.LastLog
+		if resp.Success && len(args.Entries) > 0 {
+			last = args.Entries[len(args.Entries)-1].Index
+		}
+		t.contacts.record(id, target, last, time.Now())
+	}
+	return err
+}
