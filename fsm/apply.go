@@ -623,7 +623,7 @@ func (a *applier) setMember(c *fsmpb.SetMember) *Error {
 	if c.GetNodeId() == "" {
 		return invalid("node_id: must not be empty")
 	}
-	a.s.members.ReplaceOrInsert(memberRec{id: c.NodeId, raftAddr: c.RaftAddress, grpcAddr: c.GrpcAddress})
+	a.s.members.ReplaceOrInsert(memberRec{id: c.NodeId, raftAddr: c.RaftAddress, grpcAddr: c.GrpcAddress, voter: c.Voter})
 	return nil
 }
 

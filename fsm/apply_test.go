@@ -231,18 +231,32 @@ func TestMembers(t *testing.T) {
 	h.ok(&fsmpb.Command{Op: &fsmpb.Command_SetMember{SetMember: &fsmpb.SetMember{NodeId: "n2", RaftAddress: "r2", GrpcAddress: "g2"}}})
 	h.ok(&fsmpb.Command{Op: &fsmpb.Command_SetMember{SetMember: &fsmpb.SetMember{NodeId: "n1", RaftAddress: "r1", GrpcAddress: "g1"}}})
 	h.ok(&fsmpb.Command{Op: &fsmpb.Command_SetMember{SetMember: &fsmpb.SetMember{NodeId: "n2", RaftAddress: "r2b", GrpcAddress: "g2b"}}})
+	h.ok(&fsmpb.Command{Op: &fsmpb.Command_SetMember{SetMember: &fsmpb.SetMember{NodeId: "n3", RaftAddress: "r3", GrpcAddress: "g3", Voter: true}}})
 	h.fails(&fsmpb.Command{Op: &fsmpb.Command_SetMember{SetMember: &fsmpb.SetMember{}}}, CodeInvalidArgument, "node_id")
-	if got := fmt.Sprint(h.f.Members()); got != "[{n1 r1 g1} {n2 r2b g2b}]" {
+	if got := fmt.Sprint(h.f.Members()); got != "[{n1 r1 g1 false} {n2 r2b g2b false} {n3 r3 g3 true}]" {
 		t.Fatal(got)
 	}
 	h.ok(&fsmpb.Command{Op: &fsmpb.Command_RemoveMember{RemoveMember: &fsmpb.RemoveMember{NodeId: "n1"}}})
 	h.ok(&fsmpb.Command{Op: &fsmpb.Command_RemoveMember{RemoveMember: &fsmpb.RemoveMember{NodeId: "n9"}}})
-	if got := fmt.Sprint(h.f.Members()); got != "[{n2 r2b g2b}]" {
+	want := "[{n2 r2b g2b false} {n3 r3 g3 true}]"
+	if got := fmt.Sprint(h.f.Members()); got != want {
 		t.Fatal(got)
 	}
 	g := New(Options{TempDir: t.TempDir()})
-	if err := restoreBytes(g, snapshotBytes(t, h.f)); err != nil || fmt.Sprint(g.Members()) != "[{n2 r2b g2b}]" {
+	if err := restoreBytes(g, snapshotBytes(t, h.f)); err != nil || fmt.Sprint(g.Members()) != want {
 		t.Fatalf("restored members %v %v", g.Members(), err)
+	}
+}
+
+// A member record without the voter flag is the record written before the
+// flag existed: old snapshots read unchanged.
+func TestMemberRecordFormat(t *testing.T) {
+	old := appendStr(appendStr(appendStr(nil, "n1"), "r1"), "g1")
+	if got := appendMember(nil, memberRec{id: "n1", raftAddr: "r1", grpcAddr: "g1"}); string(got) != string(old) {
+		t.Fatalf("a member without the flag encodes as %q, want %q", got, old)
+	}
+	if got := appendMember(nil, memberRec{id: "n1", raftAddr: "r1", grpcAddr: "g1", voter: true}); string(got) != string(old)+"\x01" {
+		t.Fatalf("a member to promote encodes as %q", got)
 	}
 }
 

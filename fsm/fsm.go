@@ -300,7 +300,12 @@ func (f *FSM) Limits() Limits {
 }
 
 // Member is one replicated cluster member record.
-type Member struct{ NodeID, RaftAddress, GRPCAddress string }
+type Member struct {
+	NodeID, RaftAddress, GRPCAddress string
+	// Voter: the member was added to vote; while Raft has it as a
+	// nonvoter, the leader promotes it once it has caught up.
+	Voter bool
+}
 
 // Members lists the replicated member records in node id order.
 func (f *FSM) Members() []Member {
@@ -308,7 +313,7 @@ func (f *FSM) Members() []Member {
 	defer done()
 	var ms []Member
 	s.members.Ascend(func(m memberRec) bool {
-		ms = append(ms, Member{m.id, m.raftAddr, m.grpcAddr})
+		ms = append(ms, Member{m.id, m.raftAddr, m.grpcAddr, m.voter})
 		return true
 	})
 	return ms

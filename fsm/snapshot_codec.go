@@ -98,8 +98,14 @@ func appendHolder(b []byte, h holderRec) []byte {
 	return appendMD(b, h.md)
 }
 
+// appendMember: id, addresses, then a 1 only for a member to be promoted
+// (so the records of other members read as they did before the flag).
 func appendMember(b []byte, m memberRec) []byte {
-	return appendStr(appendStr(appendStr(b, m.id), m.raftAddr), m.grpcAddr)
+	b = appendStr(appendStr(appendStr(b, m.id), m.raftAddr), m.grpcAddr)
+	if m.voter {
+		b = binary.AppendUvarint(b, 1)
+	}
+	return b
 }
 
 var errShort = errors.New("record truncated or malformed")

@@ -431,6 +431,12 @@ func loadState(tx *bolt.Tx, st *state) error {
 	return eachRecord(tx, bucketMembers, func(rec []byte) error {
 		d := dec{b: rec}
 		m := memberRec{id: d.str(), raftAddr: d.str(), grpcAddr: d.str()}
+		if d.err == nil && len(d.b) > 0 {
+			if d.uvarint() != 1 {
+				return fmt.Errorf("member %q: bad voter flag", m.id)
+			}
+			m.voter = true
+		}
 		if err := d.end(); err != nil {
 			return fmt.Errorf("member record: %w", err)
 		}

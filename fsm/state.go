@@ -126,7 +126,10 @@ func (x leaseIndex) len() int {
 	return n
 }
 
-type memberRec struct{ id, raftAddr, grpcAddr string }
+type memberRec struct {
+	id, raftAddr, grpcAddr string
+	voter                  bool // to be promoted once caught up (SetMember.voter)
+}
 
 type state struct {
 	// The tables: Persist writes these (from a clone).

@@ -1298,10 +1298,14 @@ func (x *ExtendLeases) GetExtendNs() int64 {
 }
 
 type SetMember struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	RaftAddress   string                 `protobuf:"bytes,2,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
-	GrpcAddress   string                 `protobuf:"bytes,3,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NodeId      string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	RaftAddress string                 `protobuf:"bytes,2,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
+	GrpcAddress string                 `protobuf:"bytes,3,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
+	// The member was added to vote (AddMember with voter): it joins Raft as
+	// a nonvoter and the leader promotes it once it has caught up. False: it
+	// stays a nonvoter (or was a voter from the start).
+	Voter         bool `protobuf:"varint,4,opt,name=voter,proto3" json:"voter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1355,6 +1359,13 @@ func (x *SetMember) GetGrpcAddress() string {
 		return x.GrpcAddress
 	}
 	return ""
+}
+
+func (x *SetMember) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
 }
 
 type RemoveMember struct {
@@ -2470,11 +2481,12 @@ const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\fExpireLeases\x12\x10\n" +
 	"\x03max\x18\x01 \x01(\x05R\x03max\"+\n" +
 	"\fExtendLeases\x12\x1b\n" +
-	"\textend_ns\x18\x01 \x01(\x03R\bextendNs\"j\n" +
+	"\textend_ns\x18\x01 \x01(\x03R\bextendNs\"\x80\x01\n" +
 	"\tSetMember\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12!\n" +
-	"\fgrpc_address\x18\x03 \x01(\tR\vgrpcAddress\"'\n" +
+	"\fgrpc_address\x18\x03 \x01(\tR\vgrpcAddress\x12\x14\n" +
+	"\x05voter\x18\x04 \x01(\bR\x05voter\"'\n" +
 	"\fRemoveMember\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\xb0\x02\n" +
 	"\tSetLimits\x12%\n" +
