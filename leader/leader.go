@@ -40,6 +40,20 @@ type Config struct {
 	// MaxWaiters bounds the queued waiters per semaphore.
 	MaxWaiters int
 
+	// Contacts is this node's record of each peer's last answered
+	// AppendEntries (raftnode.Contacts): which voters are reachable, and
+	// how far a nonvoter's log reaches. Nil: no peer counts as reachable.
+	Contacts PeerContacts
+	// ReachableWithin: a voter that answered within this counts as
+	// reachable (default 1 s; the server uses its heartbeat timeout).
+	ReachableWithin time.Duration
+	// PromoteAfter: a member added to vote is promoted from nonvoter once
+	// it has been caught up this long (default 2 s); PromoteMaxLag is how
+	// many entries behind the leader's last index still count as caught
+	// up (default 64).
+	PromoteAfter  time.Duration
+	PromoteMaxLag uint64
+
 	// Clock is read for `now` (nil: the system clocks).
 	Clock Source
 	// Observer receives waiter and expiry events (nil: none).
@@ -77,6 +91,15 @@ func New(cfg Config, r *raft.Raft, f *fsm.FSM) *Leader {
 	}
 	if cfg.Limits == (fsm.Limits{}) {
 		cfg.Limits = fsm.DefaultLimits()
+	}
+	if cfg.ReachableWithin <= 0 {
+		cfg.ReachableWithin = time.Second
+	}
+	if cfg.PromoteAfter <= 0 {
+		cfg.PromoteAfter = 2 * time.Second
+	}
+	if cfg.PromoteMaxLag == 0 {
+		cfg.PromoteMaxLag = 64
 	}
 	if cfg.Log == nil {
 		cfg.Log = hclog.NewNullLogger()

@@ -18,6 +18,7 @@ import (
 // overlaps the next (Consul's leaderLoop.Wait()).
 type Term struct {
 	l        *Leader
+	began    time.Time       // when this node learned it leads
 	ctx      context.Context // cancelled when the term ends
 	cancel   context.CancelFunc
 	ready    chan struct{} // closed once the barrier and setup are done
@@ -32,13 +33,17 @@ type Term struct {
 
 func newTerm(l *Leader) *Term {
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &Term{l: l, ctx: ctx, cancel: cancel, ready: make(chan struct{}), kick: make(chan struct{}, 1)}
+	t := &Term{l: l, began: time.Now(), ctx: ctx, cancel: cancel, ready: make(chan struct{}), kick: make(chan struct{}, 1)}
 	// The term's own proposer: its packing goroutine is joined at the end.
 	t.proposer = NewProposer(l.raft, l.clock, l.cfg.ApplyTimeout)
 	t.q = newQueues(l.cfg.MaxWaiters, l.fsm, l.cfg.Observer)
 	t.q.proposeGrants = t.proposeGrants
 	return t
 }
+
+// Began is when this node learned it leads (the term's start as this
+// node saw it).
+func (t *Term) Began() time.Time { return t.began }
 
 // goTerm runs f in a goroutine of the term; false once the term ended.
 func (t *Term) goTerm(f func()) bool {
@@ -64,6 +69,7 @@ func (t *Term) begin() {
 		close(t.ready)
 		t.l.log.Info("leader ready")
 		t.goTerm(t.expiryLoop)
+		t.goTerm(t.promoteLoop)
 	})
 }
 

@@ -58,10 +58,15 @@ func (s *Service) members() ([]*pb.Member, error) {
 		} else if leaderID == "" {
 			m.State = "unknown"
 		}
-		// Only a follower's own contact time is known here (hashicorp/raft
-		// does not expose the leader's per-follower view); others stay -1.
+		// A follower knows its own contact time; the leader knows each
+		// peer's last answered AppendEntries (leader.Reach's source).
+		// Others stay -1.
 		if string(srv.ID) == s.cfg.NodeID && !isLeader {
 			if lc := s.raft.LastContact(); !lc.IsZero() {
+				m.LastContactMs = time.Since(lc).Milliseconds()
+			}
+		} else if isLeader && string(srv.ID) != s.cfg.NodeID {
+			if lc := s.lead.LastContact(srv); !lc.IsZero() {
 				m.LastContactMs = time.Since(lc).Milliseconds()
 			}
 		}
@@ -71,30 +76,43 @@ func (s *Service) members() ([]*pb.Member, error) {
 }
 
 // AddMember adds a node to the Raft configuration (through the leader) and
-// replicates its gRPC address.
+// replicates its gRPC address. A voter joins as a nonvoter: the leader
+// promotes it once it has caught up (leader/promote.go), so the call
+// returns at once with the member listed as "nonvoter". Before anything
+// reaches Raft, a voter is refused (FailedPrecondition) when the cluster
+// could not keep a reachable quorum should the newcomer never answer.
 func (s *Service) AddMember(ctx context.Context, r *pb.AddMemberRequest) (*pb.AddMemberResponse, error) {
 	if err := checkAddMember(r); err != nil {
 		return nil, err
 	}
 	return serve(s, ctx, clusterRPC(r, pb.ClusterServiceClient.AddMember), func(t *leader.Term) (*pb.AddMemberResponse, error) {
-		if exists, err := s.existingMember(r); err != nil {
+		reach, err := s.lead.Reach()
+		if err != nil {
+			return nil, err
+		}
+		if srv, exists, err := s.existingMember(reach, r); err != nil {
 			return nil, err
 		} else if exists {
+			// A join retried: make sure the member record is there (a first
+			// attempt may have ended between the two steps), and that a
+			// nonvoter asked again to vote will be promoted. Never demotes.
+			if err := s.setMemberRecord(ctx, t, r, r.Voter && srv.Suffrage != raft.Voter); err != nil {
+				return nil, err
+			}
 			ms, err := s.members()
 			return &pb.AddMemberResponse{Members: ms}, err
 		}
-		var f raft.IndexFuture
 		if r.Voter {
-			f = s.raft.AddVoter(raft.ServerID(r.NodeId), raft.ServerAddress(r.RaftAddress), 0, 30*time.Second)
-		} else {
-			f = s.raft.AddNonvoter(raft.ServerID(r.NodeId), raft.ServerAddress(r.RaftAddress), 0, 30*time.Second)
+			if err := reach.CheckAddVoter(r.NodeId); err != nil {
+				return nil, err
+			}
 		}
-		if err := f.Error(); err != nil {
+		// prevIndex: raft refuses the change if the configuration changed
+		// since the check above.
+		if err := s.raft.AddNonvoter(raft.ServerID(r.NodeId), raft.ServerAddress(r.RaftAddress), reach.Index, 30*time.Second).Error(); err != nil {
 			return nil, leader.RaftError(err)
 		}
-		res, err := t.Write(ctx, &fsmpb.Command{Op: &fsmpb.Command_SetMember{SetMember: &fsmpb.SetMember{
-			NodeId: r.NodeId, RaftAddress: r.RaftAddress, GrpcAddress: r.GrpcAddress}}})
-		if _, err := applied(ctx, res, err, func(*fsm.Result) struct{} { return struct{}{} }); err != nil {
+		if err := s.setMemberRecord(ctx, t, r, r.Voter); err != nil {
 			return nil, err
 		}
 		ms, err := s.members()
@@ -102,22 +120,46 @@ func (s *Service) AddMember(ctx context.Context, r *pb.AddMemberRequest) (*pb.Ad
 	})
 }
 
-// RemoveMember removes a node from the Raft configuration.
+// setMemberRecord replicates the member's addresses and whether it is to
+// vote, unless the record already says so (voter stays set once set).
+func (s *Service) setMemberRecord(ctx context.Context, t *leader.Term, r *pb.AddMemberRequest, voter bool) error {
+	for _, m := range s.fsm.Members() {
+		if m.NodeID == r.NodeId {
+			if m.RaftAddress == r.RaftAddress && m.GRPCAddress == r.GrpcAddress && (m.Voter || !voter) {
+				return nil
+			}
+			voter = voter || m.Voter
+		}
+	}
+	res, err := t.Write(ctx, &fsmpb.Command{Op: &fsmpb.Command_SetMember{SetMember: &fsmpb.SetMember{
+		NodeId: r.NodeId, RaftAddress: r.RaftAddress, GrpcAddress: r.GrpcAddress, Voter: voter}}})
+	_, err = applied(ctx, res, err, func(*fsm.Result) struct{} { return struct{}{} })
+	return err
+}
+
+// RemoveMember removes a node from the Raft configuration. Removing a
+// voter is refused (FailedPrecondition) when the voters left would not
+// have a reachable quorum.
 func (s *Service) RemoveMember(ctx context.Context, r *pb.RemoveMemberRequest) (*pb.RemoveMemberResponse, error) {
 	if err := firstInvalid(fsm.ValidateName("node_id", r.NodeId)); err != nil {
 		return nil, err
 	}
 	return serve(s, ctx, clusterRPC(r, pb.ClusterServiceClient.RemoveMember), func(t *leader.Term) (*pb.RemoveMemberResponse, error) {
+		reach, err := s.lead.Reach()
+		if err != nil {
+			return nil, err
+		}
 		found := false
-		if cf := s.raft.GetConfiguration(); cf.Error() == nil {
-			for _, srv := range cf.Configuration().Servers {
-				found = found || string(srv.ID) == r.NodeId
-			}
+		for _, srv := range reach.Servers {
+			found = found || string(srv.ID) == r.NodeId
 		}
 		if !found {
 			return nil, apierr.New(codes.NotFound, apierr.MemberNotFound, s.cfg.NodeID, apierr.Leader{}, fmt.Sprintf("node_id: %q is not a member", r.NodeId))
 		}
-		if err := s.raft.RemoveServer(raft.ServerID(r.NodeId), 0, 30*time.Second).Error(); err != nil {
+		if err := reach.CheckRemove(r.NodeId); err != nil {
+			return nil, err
+		}
+		if err := s.raft.RemoveServer(raft.ServerID(r.NodeId), reach.Index, 30*time.Second).Error(); err != nil {
 			return nil, leader.RaftError(err)
 		}
 		if r.NodeId != s.cfg.NodeID {
@@ -138,8 +180,12 @@ func (s *Service) TransferLeadership(ctx context.Context, r *pb.TransferLeadersh
 			return nil, err
 		}
 	}
-	return serve(s, ctx, clusterRPC(r, pb.ClusterServiceClient.TransferLeadership), func(*leader.Term) (*pb.TransferLeadershipResponse, error) {
-		done, err := s.transfers.begin(time.Now())
+	return serve(s, ctx, clusterRPC(r, pb.ClusterServiceClient.TransferLeadership), func(t *leader.Term) (*pb.TransferLeadershipResponse, error) {
+		now := time.Now()
+		if err := transferAllowed(t.Began(), now); err != nil {
+			return nil, err
+		}
+		done, err := s.transfers.begin(now)
 		if err != nil {
 			return nil, err
 		}

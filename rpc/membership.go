@@ -7,10 +7,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/grackle-coord/grackle/fsm"
+	"github.com/grackle-coord/grackle/leader"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -51,22 +53,21 @@ func checkAddMember(r *pb.AddMemberRequest) error {
 		checkAddress("grpc_address", r.GrpcAddress))
 }
 
-// existingMember reports whether node id is already a member: same
-// addresses (a join retried: nothing to do), or AlreadyExists when they
-// differ (never silently rewrite a member's address: followers would then
-// forward clients to whoever asked).
-func (s *Service) existingMember(r *pb.AddMemberRequest) (bool, error) {
-	var raftAddr string
+// existingMember reports whether node id is already in the configuration
+// (its server then): with the same addresses (a join retried: nothing to
+// add), or AlreadyExists when they differ (never silently rewrite a
+// member's address: followers would then forward clients to whoever
+// asked).
+func (s *Service) existingMember(reach leader.Reach, r *pb.AddMemberRequest) (raft.Server, bool, error) {
+	var srv raft.Server
 	found := false
-	if cf := s.raft.GetConfiguration(); cf.Error() == nil {
-		for _, srv := range cf.Configuration().Servers {
-			if string(srv.ID) == r.NodeId {
-				found, raftAddr = true, string(srv.Address)
-			}
+	for _, x := range reach.Servers {
+		if string(x.ID) == r.NodeId {
+			srv, found = x, true
 		}
 	}
 	if !found {
-		return false, nil
+		return srv, false, nil
 	}
 	grpcAddr := ""
 	for _, m := range s.fsm.Members() {
@@ -74,18 +75,33 @@ func (s *Service) existingMember(r *pb.AddMemberRequest) (bool, error) {
 			grpcAddr = m.GRPCAddress
 		}
 	}
-	if raftAddr != r.RaftAddress || (grpcAddr != "" && grpcAddr != r.GrpcAddress) {
-		return true, status.Errorf(codes.AlreadyExists, "node_id: %q is already a member with raft_address %q and grpc_address %q; remove it first to change them",
-			r.NodeId, raftAddr, grpcAddr)
+	if string(srv.Address) != r.RaftAddress || (grpcAddr != "" && grpcAddr != r.GrpcAddress) {
+		return srv, true, status.Errorf(codes.AlreadyExists, "node_id: %q is already a member with raft_address %q and grpc_address %q; remove it first to change them",
+			r.NodeId, srv.Address, grpcAddr)
 	}
-	return true, nil
+	return srv, true, nil
 }
 
 // MinTransferInterval is the least time between two leadership transfers
-// through one node: with one transfer at a time, a loop of transfer calls
-// cannot keep the cluster electing. (Transfers through successive leaders
-// are bounded by their elections only.)
+// anywhere in the cluster. Each transfer moves the leader, so a limit per
+// node alone would let a loop bounce leadership A->B->C->A as fast as
+// elections run; a leader therefore also refuses to transfer within
+// MinTransferInterval of its own term's start (transferAllowed). With one
+// transfer at a time per node (transferGate), a loop of transfer calls
+// moves the leader at most once per interval.
 const MinTransferInterval = 2 * time.Second
+
+// transferAllowed refuses a transfer by a leader whose term began (as it
+// saw it) less than MinTransferInterval ago.
+func transferAllowed(began, now time.Time) error {
+	next := began.Add(MinTransferInterval)
+	if wait := next.Sub(now); wait > 0 {
+		return status.Errorf(codes.FailedPrecondition,
+			"leadership transfers are at most one per %v across the cluster and this leader was elected %v ago: the next is allowed at %s (in %v)",
+			MinTransferInterval, now.Sub(began).Round(time.Millisecond), next.UTC().Format(time.RFC3339Nano), wait.Round(time.Millisecond))
+	}
+	return nil
+}
 
 // transferGate lets one leadership transfer run at a time, at most one per
 // MinTransferInterval.

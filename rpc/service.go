@@ -42,6 +42,13 @@ type Config struct {
 	ExpireBatch int32
 	// MaxWaiters bounds the queued waiters per semaphore.
 	MaxWaiters int
+	// Contacts is the node's record of each peer's last answered
+	// AppendEntries (raftnode.Contacts): the membership checks' source of
+	// reachability and catch-up. ReachableWithin, PromoteAfter: see
+	// leader.Config.
+	Contacts        leader.PeerContacts
+	ReachableWithin time.Duration
+	PromoteAfter    time.Duration
 	// Clock is the leader clock's source (nil: the system clocks).
 	Clock leader.Source
 	// Observer receives the leader's waiter and expiry events (nil: none).
@@ -94,6 +101,7 @@ func New(cfg Config, r *raft.Raft, f *fsm.FSM, log hclog.Logger) *Service {
 		NodeID: cfg.NodeID, GRPCAddress: cfg.GRPCAddress, InitialGRPC: cfg.InitialGRPC, Limits: cfg.Limits,
 		LeaseGrace: cfg.LeaseGrace, ApplyTimeout: cfg.ApplyTimeout, ExpireBatch: cfg.ExpireBatch, MaxWaiters: cfg.MaxWaiters,
 		Clock: cfg.Clock, Observer: cfg.Observer, Log: log.Named("leader"),
+		Contacts: cfg.Contacts, ReachableWithin: cfg.ReachableWithin, PromoteAfter: cfg.PromoteAfter,
 	}, r, f)
 	s.fwd = newForwarder(cfg.NodeID, s.leaderInfo, cfg.Peers)
 	s.readIndexes = rounds.New(s.askReadIndex)

@@ -44,6 +44,10 @@ type Config struct {
 	// with probe_members (default 750 ms): a member slower than that is
 	// reported unreachable.
 	MemberProbeTimeout time.Duration
+	// PromoteAfter: a member added to vote joins as a nonvoter and the
+	// leader promotes it once it has been caught up this long (default
+	// 2 s; docs/OPERATIONS.md, Membership).
+	PromoteAfter time.Duration
 
 	// HeartbeatTimeout (default 300 ms): a follower starts an election
 	// after 1-3 heartbeat timeouts without contact, and with pre-vote a new

@@ -43,8 +43,16 @@ func (a *app) clusterAddCmd() *cobra.Command {
 		voter              bool
 	)
 	cmd := &cobra.Command{
-		Use:     "add NODE_ID --raft-addr HOST:PORT --grpc-addr HOST:PORT",
-		Short:   "Add a node to the cluster (through the leader)",
+		Use:   "add NODE_ID --raft-addr HOST:PORT --grpc-addr HOST:PORT",
+		Short: "Add a node to the cluster (through the leader)",
+		Long: `Add a node to the cluster (through the leader).
+
+A voter joins as a nonvoter and the leader promotes it once it has caught
+up, so the command returns at once with the node listed as "nonvoter";
+"grackle cluster status" shows it as "voter" once promoted. A node that
+never answers is never promoted and costs no quorum. Adding a voter is
+refused (FailedPrecondition) when the cluster could not keep a reachable
+quorum should the new node never answer: remove unreachable voters first.`,
 		Example: "  grackle cluster add n4 --raft-addr 10.0.0.4:7421 --grpc-addr 10.0.0.4:7420",
 		Args:    positional("NODE_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -73,7 +81,11 @@ func (a *app) clusterRemoveCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "remove NODE_ID",
 		Short: "Remove a node from the cluster (through the leader)",
-		Args:  positional("NODE_ID"),
+		Long: `Remove a node from the cluster (through the leader).
+
+Removing a voter is refused (FailedPrecondition) when the voters left would
+not have a reachable quorum; removing a nonvoter is always allowed.`,
+		Args: positional("NODE_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.RemoveMemberResponse, error) {
 				return c.cluster.RemoveMember(ctx, &pb.RemoveMemberRequest{NodeId: args[0]})
@@ -90,7 +102,12 @@ func (a *app) clusterTransferCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "transfer [NODE_ID]",
 		Short: "Hand leadership to NODE_ID (or to any other voter)",
-		Args:  optional("NODE_ID"),
+		Long: `Hand leadership to NODE_ID (or to any other voter).
+
+Leadership moves at most once per 2 s across the cluster: a leader refuses
+(FailedPrecondition) within 2 s of its election, naming when the next
+transfer is allowed.`,
+		Args: optional("NODE_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var target string
 			if len(args) == 1 {

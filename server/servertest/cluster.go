@@ -62,6 +62,8 @@ func Config(t testing.TB, id string) server.Config {
 	cfg.ElectionTimeout = 300 * time.Millisecond
 	cfg.LeaderLeaseTimeout = 150 * time.Millisecond
 	cfg.LogLevel = "warn"
+	// Joining nodes become voters soon after they caught up.
+	cfg.PromoteAfter = 200 * time.Millisecond
 	// A loaded machine may take long to stop Raft; a node left running
 	// past its test would log into a finished test.
 	cfg.ShutdownTimeout = 2 * time.Minute
@@ -189,7 +191,8 @@ func (c *Cluster) WaitLeader() int {
 	return idx
 }
 
-// WaitMembers waits until the leader's configuration has n members and
+// WaitMembers waits until the leader's configuration has n members, all
+// voters (a joining node is a nonvoter until the leader promoted it), and
 // every running node knows a leader.
 func (c *Cluster) WaitMembers(n int) {
 	c.t.Helper()
@@ -208,6 +211,11 @@ func (c *Cluster) WaitMembers(n int) {
 		st, err := c.ClusterClient(li).GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
 		if err != nil || len(st.Members) != n {
 			return false
+		}
+		for _, m := range st.Members {
+			if m.Suffrage != "voter" {
+				return false
+			}
 		}
 		for i, s := range c.Nodes {
 			if s == nil {
