@@ -36,7 +36,7 @@ func TestSessionRefreshKeepsLeaseAlive(t *testing.T) {
 	first := sess.ExpiresAt()
 	servertest.Eventually(t, "a first refresh", 10*time.Second, func() bool { return sess.ExpiresAt().After(first) })
 	old := c.Leader()
-	if _, err := c.ClusterClient(old).TransferLeadership(ctx, &pb.TransferLeadershipRequest{}); err != nil {
+	if _, err := c.TransferLeadership(ctx, old, ""); err != nil {
 		t.Fatal(err)
 	}
 

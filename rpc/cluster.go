@@ -181,6 +181,19 @@ func (s *Service) TransferLeadership(ctx context.Context, r *pb.TransferLeadersh
 		}
 	}
 	return serve(s, ctx, clusterRPC(r, pb.ClusterServiceClient.TransferLeadership), func(t *leader.Term) (*pb.TransferLeadershipResponse, error) {
+		var addr raft.ServerAddress
+		if r.NodeId != "" {
+			if cf := s.raft.GetConfiguration(); cf.Error() == nil {
+				for _, srv := range cf.Configuration().Servers {
+					if string(srv.ID) == r.NodeId {
+						addr = srv.Address
+					}
+				}
+			}
+			if addr == "" {
+				return nil, apierr.New(codes.NotFound, apierr.MemberNotFound, s.cfg.NodeID, apierr.Leader{}, fmt.Sprintf("node_id: %q is not a member", r.NodeId))
+			}
+		}
 		now := time.Now()
 		if err := transferAllowed(t.Began(), now); err != nil {
 			return nil, err
@@ -194,17 +207,6 @@ func (s *Service) TransferLeadership(ctx context.Context, r *pb.TransferLeadersh
 		if r.NodeId == "" {
 			f = s.raft.LeadershipTransfer()
 		} else {
-			var addr raft.ServerAddress
-			if cf := s.raft.GetConfiguration(); cf.Error() == nil {
-				for _, srv := range cf.Configuration().Servers {
-					if string(srv.ID) == r.NodeId {
-						addr = srv.Address
-					}
-				}
-			}
-			if addr == "" {
-				return nil, apierr.New(codes.NotFound, apierr.MemberNotFound, s.cfg.NodeID, apierr.Leader{}, fmt.Sprintf("node_id: %q is not a member", r.NodeId))
-			}
 			f = s.raft.LeadershipTransferToServer(raft.ServerID(r.NodeId), addr)
 		}
 		if err := f.Error(); err != nil {

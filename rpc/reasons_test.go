@@ -171,7 +171,7 @@ func TestErrorReasons(t *testing.T) {
 		waitQueue(t, c, "reasons", "s", 1)
 		forwarded := acquireAsync(c.Client(fi), "reasons", "s", ids[2], 1, 60)
 		waitQueue(t, c, "reasons", "s", 2)
-		must(c.ClusterClient(li).TransferLeadership(ctxT(t), &pb.TransferLeadershipRequest{}))
+		must(c.TransferLeadership(ctxT(t), li, ""))
 		for _, ch := range []chan acqResult{direct, forwarded} {
 			r := recv(t, ch)
 			wantReason(t, r.err, codes.Unavailable, apierr.OutcomeUnknown)

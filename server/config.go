@@ -46,7 +46,7 @@ type Config struct {
 	MemberProbeTimeout time.Duration
 	// PromoteAfter: a member added to vote joins as a nonvoter and the
 	// leader promotes it once it has been caught up this long (default
-	// 2 s; docs/OPERATIONS.md, Membership).
+	// 2 s; --promote-after; docs/OPERATIONS.md, Membership).
 	PromoteAfter time.Duration
 
 	// HeartbeatTimeout (default 300 ms): a follower starts an election

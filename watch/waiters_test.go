@@ -255,7 +255,7 @@ func TestWaitersAcrossLeaderChange(t *testing.T) {
 	acquireNow(t, api, ids["holder"], 1)
 	ch := acquireAsync(api, ids["waiter"], 1, 60)
 	waitQueue(t, api, "1:waiter:1/1")
-	if _, err := c.ClusterClient(li).TransferLeadership(ctxT(t), &pb.TransferLeadershipRequest{}); err != nil {
+	if _, err := c.TransferLeadership(ctxT(t), li, ""); err != nil {
 		t.Fatal(err)
 	}
 	if r := recv(t, ch); status.Code(r.err) != codes.Unavailable {

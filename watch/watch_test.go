@@ -443,7 +443,7 @@ func TestWatchEndsOnLeaderChangeAndResumes(t *testing.T) {
 		}
 	}
 
-	if _, err := c.ClusterClient(li).TransferLeadership(ctx, &pb.TransferLeadershipRequest{}); err != nil {
+	if _, err := c.TransferLeadership(ctx, li, ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []*stream{w, wf} {

@@ -204,7 +204,7 @@ func TestAcquireThroughFollowerSurvivesFailover(t *testing.T) {
 	}()
 	waitActivity(t, c, since)
 	old := c.Leader()
-	if _, err := c.ClusterClient(old).TransferLeadership(ctx, &pb.TransferLeadershipRequest{}); err != nil {
+	if _, err := c.TransferLeadership(ctx, old, ""); err != nil {
 		t.Fatal(err)
 	}
 	servertest.Eventually(t, "a new leader", 30*time.Second, func() bool { l := c.Leader(); return l >= 0 && l != old })

@@ -66,6 +66,7 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.StringVar(&cfg.AdvertiseRaft, "advertise-raft", cfg.AdvertiseRaft, "Raft address other nodes dial, when it differs from --raft-addr")
 	fs.StringVar(&cfg.InitialMembers, "initial-members", cfg.InitialMembers, `bootstrap a cluster: the same "id=raftAddr=grpcAddr,..." on every node (empty: a single node)`)
 	fs.StringVar(&cfg.Join, "join", cfg.Join, "gRPC address of a running member to join instead of bootstrapping")
+	durationVar(fs, &cfg.PromoteAfter, "promote-after", cfg.PromoteAfter, "a member added to vote joins as a nonvoter; the leader promotes it once it has been caught up this long (0: 2s)")
 
 	fs.Int64Var(&cfg.Limits.MaxNamespaces, "max-namespaces", cfg.Limits.MaxNamespaces, "most namespaces")
 	fs.Int64Var(&cfg.Limits.MaxSemaphoresPerNamespace, "max-semaphores-per-namespace", cfg.Limits.MaxSemaphoresPerNamespace, "most semaphores in one namespace")
@@ -121,6 +122,7 @@ func checkServerConfig(cfg server.Config) error {
 		{"max-ttl-seconds", cfg.Limits.MaxTTLSeconds},
 		{"max-timeout-seconds", cfg.MaxTimeoutSeconds},
 		{"heartbeat-timeout", int64(cfg.HeartbeatTimeout)},
+		{"promote-after", int64(cfg.PromoteAfter)},
 		{"election-timeout", int64(cfg.ElectionTimeout)},
 		{"leader-lease-timeout", int64(cfg.LeaderLeaseTimeout)},
 		{"commit-timeout", int64(cfg.CommitTimeout)},

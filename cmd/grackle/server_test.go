@@ -53,6 +53,7 @@ var allServerArgs = []string{
 	"--watch-stall-timeout", "19s",
 	"--max-watchers", "18",
 	"--heartbeat-timeout", "1s",
+	"--promote-after", "5s",
 	"--election-timeout", "2s",
 	"--leader-lease-timeout", "300ms",
 	"--commit-timeout", "7ms",
@@ -99,6 +100,7 @@ func allServerConfig() server.Config {
 	want.WatchStallTimeout = 19 * time.Second
 	want.MaxWatchers = 18
 	want.HeartbeatTimeout = time.Second
+	want.PromoteAfter = 5 * time.Second
 	want.ElectionTimeout = 2 * time.Second
 	want.LeaderLeaseTimeout = 300 * time.Millisecond
 	want.CommitTimeout = 7 * time.Millisecond

@@ -12,7 +12,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/grackle-coord/grackle/fsm"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
@@ -295,6 +297,26 @@ func (c *Cluster) Close() {
 	c.conns = map[string]*grpc.ClientConn{}
 	for i := range c.Nodes {
 		c.StopNode(i)
+	}
+}
+
+// TransferLeadership asks node i to hand leadership to target (""
+// for any voter), asking again while it is refused: a leader transfers
+// only once its term is rpc.MinTransferInterval old, and a refusal changes
+// nothing. Tests use it to force a leader change.
+func (c *Cluster) TransferLeadership(ctx context.Context, i int, target string) (*pb.TransferLeadershipResponse, error) {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		res, err := c.ClusterClient(i).TransferLeadership(cctx, &pb.TransferLeadershipRequest{NodeId: target})
+		cancel()
+		if status.Code(err) != codes.FailedPrecondition {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 
