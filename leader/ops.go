@@ -104,7 +104,7 @@ type AcquireRequest struct {
 func (t *Term) Acquire(ctx context.Context, r AcquireRequest) (resp *pb.AcquireSemaphoreResponse, index uint64, err error) {
 	// The wait is measured from the call's arrival at the leader.
 	key := fsm.SemKey{Namespace: r.Namespace, Semaphore: r.Semaphore}
-	w := newWaiter(key, r.LeaseID, r.Weight, r.Metadata, r.Timeout)
+	w := newWaiter(key, r.LeaseID, r.Weight, r.Metadata, r.Timeout, t.l.clock.Now())
 	behind, err := t.q.enqueue(w)
 	if err != nil {
 		return nil, 0, err

@@ -74,8 +74,10 @@ type waiter struct {
 	leaseID  string
 	weight   int64
 	md       map[string]string
-	since    time.Time
-	deadline time.Time    // when it gives up waiting
+	since    time.Time // local, monotonic: for durations and timers
+	deadline time.Time // when it gives up waiting (local, monotonic)
+	at       int64     // the leader clock at its arrival (Unix ns): what callers see
+	timeout  time.Duration
 	done     chan Outcome // buffered 1; receives exactly one outcome
 
 	// Set by enqueue.
@@ -95,8 +97,11 @@ type WaiterInfo struct {
 	Weight   int64
 	Metadata map[string]string
 	State    State
-	Since    time.Time // when the call reached the leader
-	Deadline time.Time // when it gives up (Since for a non-blocking try)
+	// Since is when the call reached the leader, by the leader clock (the
+	// time base of every timestamp in the replicated state, which a jump
+	// of the wall clock does not move within a term).
+	Since    time.Time
+	Deadline time.Time // when it gives up: Since + its timeout (Since for a non-blocking try)
 	// Seq orders arrivals at this leader in this term (the queue order).
 	Seq uint64
 }
@@ -126,9 +131,12 @@ func newQueues(maxWaiters int, v view, obs Observer) *queues {
 	return &queues{maxWaiters: maxWaiters, view: v, obs: obs, bySem: map[fsm.SemKey][]*waiter{}}
 }
 
-func newWaiter(key fsm.SemKey, leaseID string, weight int64, md map[string]string, timeout time.Duration) *waiter {
+// newWaiter: at is the leader clock's now (Clock.Now), which the waiter
+// shows as its arrival; its own timing runs on the local monotonic clock.
+func newWaiter(key fsm.SemKey, leaseID string, weight int64, md map[string]string, timeout time.Duration, at int64) *waiter {
 	now := time.Now()
-	return &waiter{key: key, leaseID: leaseID, weight: weight, md: md, since: now, deadline: now.Add(timeout), done: make(chan Outcome, 1)}
+	return &waiter{key: key, leaseID: leaseID, weight: weight, md: md, since: now, deadline: now.Add(timeout), at: at, timeout: timeout,
+		done: make(chan Outcome, 1)}
 }
 
 // finishLocked ends a waiter once, removes it from its queue and reports it.
@@ -430,7 +438,7 @@ func (q *queues) snapshot(key fsm.SemKey) []WaiterInfo {
 	ws := q.bySem[key]
 	out := make([]WaiterInfo, len(ws))
 	for i, w := range ws {
-		out[i] = WaiterInfo{LeaseID: w.leaseID, Weight: w.weight, Metadata: w.md, State: w.state, Since: w.since, Deadline: w.deadline, Seq: w.seq}
+		out[i] = WaiterInfo{LeaseID: w.leaseID, Weight: w.weight, Metadata: w.md, State: w.state, Since: time.Unix(0, w.at), Deadline: time.Unix(0, w.at).Add(w.timeout), Seq: w.seq}
 	}
 	return out
 }

@@ -38,7 +38,7 @@ func state(q *queues, w *waiter) State {
 func TestQueueBehindOnlyDecidedWaiters(t *testing.T) {
 	v := &fakeView{permits: 3, holds: 3}
 	q, proposed := testQueues(v)
-	a, b := newWaiter(key, "a", 2, nil, time.Minute), newWaiter(key, "b", 1, nil, time.Minute)
+	a, b := newWaiter(key, "a", 2, nil, time.Minute, 0), newWaiter(key, "b", 1, nil, time.Minute, 0)
 	for _, w := range []*waiter{a, b} {
 		if behind, err := q.enqueue(w); err != nil || behind {
 			t.Fatalf("%s behind in-flight acquires: %v %v", w.leaseID, behind, err)
@@ -48,7 +48,7 @@ func TestQueueBehindOnlyDecidedWaiters(t *testing.T) {
 	if state(q, a) != Waiting {
 		t.Fatalf("a is %v", state(q, a))
 	}
-	c := newWaiter(key, "c", 1, nil, 0)
+	c := newWaiter(key, "c", 1, nil, 0, 0)
 	if behind, _ := q.enqueue(c); !behind || state(q, c) != Queued {
 		t.Fatal("a call arriving behind a waiter is not queued")
 	}
@@ -64,7 +64,7 @@ func TestQueueBehindOnlyDecidedWaiters(t *testing.T) {
 	}
 
 	// Head-of-line: a (weight 2) blocks d (weight 1) although d would fit.
-	d := newWaiter(key, "d", 1, nil, time.Minute)
+	d := newWaiter(key, "d", 1, nil, time.Minute, 0)
 	q.enqueue(d)
 	q.acquired(d, &fsm.Result{}, nil, false)
 	v.holds = 2 // one permit free: d would fit, a does not

@@ -71,3 +71,38 @@ func TestFollowerReportsClockSkew(t *testing.T) {
 		t.Fatalf("the leader reports a skew with itself: %d", *ni.LeaderClockSkewMs)
 	}
 }
+
+// The waiter list is on the leader clock, the time base of every other
+// timestamp (a lease's created_at, expires_at): the term starts on a wall
+// clock an hour ahead, then the wall clock jumps back two hours; a
+// waiter's waiting_since stays in step with the leases stamped beside it,
+// so no wait reads as negative or hours long next to them.
+func TestWaitersOnLeaderClockAcrossWallJumps(t *testing.T) {
+	jc := &jumpClock{t0: time.Now()}
+	jc.off.Store(int64(time.Hour))
+	c := servertest.Start(t, 1, func(cfg *server.Config) { cfg.Clock = jc })
+	cl := c.Client(0)
+	ids := seed(t, cl, "jumpw", "s", 1, 3, 60)
+	acquireNow(t, cl, "jumpw", "s", ids[0], 1)
+	for i, off := range []time.Duration{time.Hour, -time.Hour} {
+		jc.off.Store(int64(off))
+		// Stamped by the leader clock just before the waiter arrives.
+		marker := must(cl.CreateSemaphoreLease(ctxT(t), &pb.CreateSemaphoreLeaseRequest{NamespaceName: "jumpw", ProcessId: "marker", TtlSeconds: 60}))
+		ch := acquireAsync(cl, "jumpw", "s", ids[1+i], 1, 30)
+		waitQueue(t, c, "jumpw", "s", 1)
+		ws := must(cl.ListSemaphoreWaiters(ctxT(t), &pb.ListSemaphoreWaitersRequest{NamespaceName: "jumpw", SemaphoreName: "s"}))
+		if len(ws.Waiters) != 1 {
+			t.Fatalf("waiters: %v", ws.Waiters)
+		}
+		w := ws.Waiters[0]
+		if d := time.Duration(w.WaitingSince - marker.Lease.CreatedAt); d < 0 || d > 20*time.Second {
+			t.Fatalf("wall clock at %v: waiting_since is %v after a lease created just before it, want 0..20s", off, d)
+		}
+		if d := time.Duration(w.Deadline - w.WaitingSince); d != 30*time.Second {
+			t.Fatalf("deadline - waiting_since = %v, want the 30 s timeout", d)
+		}
+		must(cl.RevokeSemaphoreLease(ctxT(t), &pb.RevokeSemaphoreLeaseRequest{NamespaceName: "jumpw", LeaseId: ids[1+i]}))
+		recv(t, ch)
+		waitQueue(t, c, "jumpw", "s", 0)
+	}
+}

@@ -225,7 +225,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 
 	lead := watch.NewLeadership(node.Raft, f, watch.LeadershipConfig{NodeID: cfg.NodeID, GRPCAddress: grpcAdv, InitialGRPC: initialGRPC})
 	ws := watch.New(watch.Config{NodeID: cfg.NodeID, StallTimeout: cfg.WatchStallTimeout, MaxWatchers: cfg.MaxWatchers, Queues: queuesOf(api),
-		Peers: peerConns, Authorize: checker.authorize()}, f, feed, lead, log.Named("watch"))
+		Peers: peerConns, Authorize: checker.authorize(), Now: api.Leader().Now}, f, feed, lead, log.Named("watch"))
 	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, Watch: ws, feed: feed, lead: lead, Metrics: met, done: make(chan struct{}), sec: sec, peers: peerConns}
 	unary := []grpc.UnaryServerInterceptor{met.UnaryInterceptor(), s.diskFullUnary}
 	stream := []grpc.StreamServerInterceptor{met.StreamInterceptor(), s.diskFullStream}

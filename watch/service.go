@@ -65,6 +65,10 @@ type Config struct {
 	// entry applied, so every token the log holds is known). A follower
 	// relays the call without deciding: its state may lag the log.
 	Authorize func(context.Context) error
+	// Now is the leader clock (leader.Leader.Now, Unix ns): the `now` at
+	// which holders' expiry is judged, the time base of the waiters'
+	// waiting_since (nil: the wall clock).
+	Now func() int64
 }
 
 // Service serves WatchSemaphore and ListSemaphoreWaiters. It implements
@@ -90,6 +94,9 @@ func New(cfg Config, f *fsm.FSM, feed *Feed, lead *Leadership, log hclog.Logger)
 	}
 	if log == nil {
 		log = hclog.NewNullLogger()
+	}
+	if cfg.Now == nil {
+		cfg.Now = func() int64 { return time.Now().UnixNano() }
 	}
 	own := cfg.Peers == nil
 	if own {
@@ -245,7 +252,7 @@ func (s *Service) ListSemaphoreWaiters(ctx context.Context, r *pb.ListSemaphoreW
 	if err := s.authorize(ctx); err != nil {
 		return nil, err
 	}
-	now := time.Now().UnixNano()
+	now := s.cfg.Now()
 	// The semaphore must exist (as every List answers NotFound otherwise).
 	if _, _, _, err := s.fsm.SemaphoreView(r.NamespaceName, r.SemaphoreName, now, 0); err != nil {
 		return nil, statusOf(err)

@@ -115,7 +115,7 @@ func (s *Service) WatchSemaphore(r *pb.WatchSemaphoreRequest, stream grpc.Server
 // then the queue (which the leader changes only after the entries it
 // reacts to have applied, so the queue is at least as new as the view).
 func (s *Service) state(ctx context.Context, key fsm.SemKey) (*pb.WatchSemaphoreResponse, error) {
-	now := time.Now().UnixNano()
+	now := s.cfg.Now()
 	sem, holders, idx, err := s.fsm.SemaphoreView(key.Namespace, key.Semaphore, now, MaxListed)
 	if err != nil {
 		return nil, statusOf(err)
