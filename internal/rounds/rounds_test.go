@@ -134,3 +134,19 @@ func TestManyCallers(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// The cost of sharing one round per caller, with rounds as fast as the
+// callers (make a round take longer and more callers share it).
+func BenchmarkDo(b *testing.B) {
+	g := New(func() (struct{}, error) { return struct{}{}, nil })
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := g.Do(ctx); err != nil {
+				b.Error(err)
+			}
+		}
+	})
+}
