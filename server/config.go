@@ -49,15 +49,17 @@ type Config struct {
 	// 2 s; --promote-after; docs/OPERATIONS.md, Membership).
 	PromoteAfter time.Duration
 
-	// HeartbeatTimeout (default 300 ms): a follower starts an election
+	// HeartbeatTimeout (default 250 ms): a follower starts an election
 	// after 1-3 heartbeat timeouts without contact, and with pre-vote a new
 	// leader needs both followers to have given up on the old one, so a
-	// SIGKILLed leader is replaced in about 2 heartbeat timeouts (make
-	// failover-bench: 300 ms gave a 0.84 s worst case over 10 trials,
-	// 500 ms 1.55 s). A lone follower that misses heartbeats under load
-	// cannot win a pre-vote while the other still hears the leader, so it
-	// is not what makes false elections; LeaderLeaseTimeout is (a leader
-	// that hears no quorum for that long steps down).
+	// SIGKILLed leader is replaced in about 2-3 heartbeat timeouts (make
+	// failover-bench, 20 trials at load 23-29: 250 ms gave p50 0.59 s and
+	// a 0.83 s worst case, 300 ms 0.72 s and 1.18 s; 500 ms, 10 trials:
+	// 1.19 s and 1.55 s). A lone follower that misses heartbeats under
+	// load cannot win a pre-vote while the other still hears the leader,
+	// so it is not what makes false elections; LeaderLeaseTimeout is (a
+	// leader that hears no quorum for that long steps down; 250 ms, and
+	// never above this).
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
@@ -122,7 +124,7 @@ func DefaultConfig() Config {
 		HTTPAddr:           "127.0.0.1:7422",
 		Limits:             fsm.DefaultLimits(),
 		MaxTimeoutSeconds:  300,
-		HeartbeatTimeout:   300 * time.Millisecond,
+		HeartbeatTimeout:   250 * time.Millisecond,
 		ElectionTimeout:    500 * time.Millisecond,
 		LeaderLeaseTimeout: 250 * time.Millisecond,
 		CommitTimeout:      5 * time.Millisecond,
