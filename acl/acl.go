@@ -22,15 +22,16 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
 )
 
-// ErrorInfo reasons of this package's refusals (domain grackle.dev).
+// ErrorInfo reasons of this package's refusals, in apierr.Domain like every
+// other Grackle reason (one domain, so apierr.ReasonOf reads them too).
 const (
 	ReasonTokenMissing     = "TOKEN_MISSING"
 	ReasonTokenUnknown     = "TOKEN_UNKNOWN"
 	ReasonPermissionDenied = "PERMISSION_DENIED"
-	errorDomain            = "grackle.dev"
 )
 
 // MetadataKey is the call metadata that carries the token.
@@ -67,7 +68,7 @@ func SecretFrom(ctx context.Context) string {
 
 func refusal(code codes.Code, reason, msg string, md map[string]string) error {
 	st := status.New(code, msg)
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain, Metadata: md}); err == nil {
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: apierr.Domain, Metadata: md}); err == nil {
 		st = d
 	}
 	return st.Err()

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc/credentials"
+
+	"github.com/grackle-coord/grackle/apierr"
 )
 
 // ErrServerNotTLS is the handshake error of a TLS client whose server
@@ -21,8 +23,9 @@ var ErrServerNotTLS = errors.New("the server does not use TLS: drop --cacert, --
 // port answers a plaintext client with.
 const ReasonTLSRequired = "TLS_REQUIRED"
 
-// ErrorDomain is the ErrorInfo domain of the reasons above.
-const ErrorDomain = "grackle.dev"
+// ErrorDomain is the ErrorInfo domain of the reasons above: apierr.Domain,
+// the one domain of every Grackle reason.
+const ErrorDomain = apierr.Domain
 
 // TLSRequiredMessage is that error's message.
 const TLSRequiredMessage = "the server expects TLS: pass --cacert (and --cert and --key if it requires client certificates)"

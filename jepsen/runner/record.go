@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -51,20 +50,10 @@ func (r *recorder) end(op *history.Op, err error) {
 	r.mu.Unlock()
 }
 
-// reasonOf is the ErrorInfo reason of a failed call: the API's (apierr,
-// domain grackle.v1), else one of another domain (access control and TLS
-// refusals carry theirs), so that the access checker sees TOKEN_UNKNOWN or
-// TLS_REQUIRED. Classification reads apierr's only.
+// reasonOf is the ErrorInfo reason of a failed call (every Grackle reason,
+// access and TLS refusals included, is in apierr.Domain).
 func reasonOf(st *status.Status) string {
-	if r := apierr.ReasonOf(st.Err()); r != "" {
-		return r
-	}
-	for _, d := range st.Details() {
-		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetReason() != "" {
-			return ei.GetReason()
-		}
-	}
-	return ""
+	return apierr.ReasonOf(st.Err())
 }
 
 // classify decides whether a failed call certainly did not happen (Fail)

@@ -50,7 +50,7 @@ func TestClassify(t *testing.T) {
 // unexpected error of a write it stays indeterminate.
 func TestRecordRefusal(t *testing.T) {
 	st, err := status.New(codes.Unauthenticated, "the token is unknown or was revoked").
-		WithDetails(&errdetails.ErrorInfo{Reason: "TOKEN_UNKNOWN", Domain: "grackle.dev"})
+		WithDetails(&errdetails.ErrorInfo{Reason: "TOKEN_UNKNOWN", Domain: apierr.Domain})
 	if err != nil {
 		t.Fatal(err)
 	}
