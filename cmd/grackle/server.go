@@ -77,6 +77,7 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.Int64Var(&cfg.MaxTimeoutSeconds, "max-timeout-seconds", cfg.MaxTimeoutSeconds, "largest AcquireSemaphore timeout_seconds")
 	durationVar(fs, &cfg.WatchStallTimeout, "watch-stall-timeout", cfg.WatchStallTimeout, "a WatchSemaphore stream that takes no message for this long is cut off (0: 10s)")
 	fs.IntVar(&cfg.MaxWatchers, "max-watchers", cfg.MaxWatchers, "most WatchSemaphore streams one node serves (0: 10,000)")
+	durationVar(fs, &cfg.MemberProbeTimeout, "member-probe-timeout", cfg.MemberProbeTimeout, "each member's probe in a cluster status with probe_members (grackle cluster status); a slower member shows as unreachable (0: 750ms)")
 
 	durationVar(fs, &cfg.HeartbeatTimeout, "heartbeat-timeout", cfg.HeartbeatTimeout, "Raft heartbeat timeout")
 	durationVar(fs, &cfg.ElectionTimeout, "election-timeout", cfg.ElectionTimeout, "Raft election timeout")

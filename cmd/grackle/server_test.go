@@ -52,6 +52,7 @@ var allServerArgs = []string{
 	"--max-timeout-seconds", "17",
 	"--watch-stall-timeout", "19s",
 	"--max-watchers", "18",
+	"--member-probe-timeout", "3s",
 	"--heartbeat-timeout", "1s",
 	"--promote-after", "5s",
 	"--election-timeout", "2s",
@@ -99,6 +100,7 @@ func allServerConfig() server.Config {
 	want.MaxTimeoutSeconds = 17
 	want.WatchStallTimeout = 19 * time.Second
 	want.MaxWatchers = 18
+	want.MemberProbeTimeout = 3 * time.Second
 	want.HeartbeatTimeout = time.Second
 	want.PromoteAfter = 5 * time.Second
 	want.ElectionTimeout = 2 * time.Second
