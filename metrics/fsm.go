@@ -22,10 +22,22 @@ type observedFSM struct {
 // command of a packed entry on its own and hands over the command it
 // decoded (no second decoding here).
 //
-// Events are counted as this node applies them, so every node of a
-// healthy cluster reports the same totals; entries replayed from the log
-// at start are counted again (a restart is a counter reset anyway).
-func (m *Metrics) Applied(_ uint64, cmd *fsmpb.Command, res *fsm.Result) { m.count(cmd, res) }
+// Events are counted as this node applies them, once: entries at or below
+// the start index (SetStartIndex: the log's last index on disk when the
+// node started) are replays of what this node had before a restart and
+// are not counted again. Every node counts the entries it received since
+// it started, so the nodes of a healthy cluster agree on the increase
+// over any window (rate, increase), not on the totals.
+func (m *Metrics) Applied(index uint64, cmd *fsmpb.Command, res *fsm.Result) {
+	if index <= m.startIndex.Load() {
+		return
+	}
+	m.count(cmd, res)
+}
+
+// SetStartIndex sets the index up to which applied entries are replays
+// (raftnode.Config.Opened); call it before Raft starts applying.
+func (m *Metrics) SetStartIndex(last uint64) { m.startIndex.Store(last) }
 
 func (m *Metrics) count(cmd *fsmpb.Command, res *fsm.Result) {
 	for _, g := range res.Grants {
@@ -34,6 +46,11 @@ func (m *Metrics) count(cmd *fsmpb.Command, res *fsm.Result) {
 		}
 	}
 	if res.Err != nil {
+		// A refresh that finds its lease already expired reaps it and
+		// fails (NotFound): that is an expiry too.
+		if _, ok := cmd.GetOp().(*fsmpb.Command_RefreshLease); ok {
+			m.leasesExpired.Add(float64(len(res.RemovedLeases)))
+		}
 		return
 	}
 	switch cmd.GetOp().(type) {
@@ -52,11 +69,6 @@ func (m *Metrics) count(cmd *fsmpb.Command, res *fsm.Result) {
 	case *fsmpb.Command_RevokeLease:
 		m.leasesRevoked.Add(float64(len(res.RemovedLeases)))
 	case *fsmpb.Command_ExpireLeases:
-		m.leasesExpired.Add(float64(len(res.RemovedLeases)))
-	}
-	// A refresh that finds its lease already expired reaps it and fails
-	// (NotFound): that is an expiry too.
-	if _, ok := cmd.GetOp().(*fsmpb.Command_RefreshLease); ok && res.Err != nil {
 		m.leasesExpired.Add(float64(len(res.RemovedLeases)))
 	}
 }

@@ -13,6 +13,7 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,6 +48,8 @@ type Metrics struct {
 	leasesCreated, leasesRefreshed, leasesRevoked, leasesExpired prometheus.Counter
 	snapshotFailures                                             prometheus.Counter
 	snapshotBytes                                                prometheus.Gauge
+	// startIndex: applied entries up to it are replays (SetStartIndex).
+	startIndex atomic.Uint64
 
 	leader leaderMetrics
 }
@@ -78,12 +81,15 @@ func New() *Metrics {
 		reg.MustRegister(c)
 		return c
 	}
-	m.grants = counter("grants_total", "Holds granted, as applied by this node's state machine (direct acquires and queued grants).")
-	m.releases = counter("releases_total", "Releases that dropped a hold, as applied.")
-	m.leasesCreated = counter("leases_created_total", "Leases created, as applied.")
-	m.leasesRefreshed = counter("leases_refreshed_total", "Lease refreshes that extended a live lease, as applied.")
-	m.leasesRevoked = counter("leases_revoked_total", "Leases revoked by a client, as applied.")
-	m.leasesExpired = counter("leases_expired_total", "Leases reaped because they expired, as applied.")
+	// Each applied entry once: not again when a restarted node replays
+	// the log it had on disk (Applied).
+	const applied = " applied by this node's state machine since it started (entries it replays from its own log at a restart are not counted again)."
+	m.grants = counter("grants_total", "Holds granted (direct acquires and queued grants),"+applied)
+	m.releases = counter("releases_total", "Releases that dropped a hold,"+applied)
+	m.leasesCreated = counter("leases_created_total", "Leases created,"+applied)
+	m.leasesRefreshed = counter("leases_refreshed_total", "Lease refreshes that extended a live lease,"+applied)
+	m.leasesRevoked = counter("leases_revoked_total", "Leases revoked by a client,"+applied)
+	m.leasesExpired = counter("leases_expired_total", "Leases reaped because they expired (by the expiry timer or a late refresh),"+applied)
 	m.snapshotFailures = counter("fsm_snapshot_failures_total", "State machine snapshots that failed to be written.")
 	m.snapshotBytes = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "fsm_snapshot_size_bytes",
 		Help: "Size of the last state machine snapshot this node wrote."})

@@ -63,6 +63,12 @@ type Config struct {
 
 	FSM    raft.FSM
 	Logger hclog.Logger
+
+	// Opened, when set, is called with the last index of the log on disk
+	// once the stores are open, before Raft starts: entries up to it are
+	// this node's own from before the restart, and replaying them is not
+	// news (the metrics count only what comes after).
+	Opened func(lastIndex uint64)
 }
 
 // Node is a running Raft member.
@@ -200,6 +206,14 @@ func New(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("raftnode: bootstrap: %w", err)
 		}
 		cfg.Logger.Info("bootstrapped a new cluster", "members", len(members))
+	}
+	if cfg.Opened != nil {
+		last, err := store.LastIndex()
+		if err != nil {
+			n.closeStores()
+			return nil, fmt.Errorf("raftnode: read the log's last index: %w", err)
+		}
+		cfg.Opened(last)
 	}
 	r, err := raft.NewRaft(rc, cfg.FSM, logs, ws, snapStore, contactTransport{NetworkTransport: trans, contacts: n.Contacts})
 	if err != nil {

@@ -185,6 +185,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		CommitTimeout: cfg.CommitTimeout, SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
 		TrailingLogs: cfg.TrailingLogs, FSM: watch.Observe(met.ObserveFSM(f), feed), Logger: log,
 		PeerTLS: sec.peer, MaxConns: cfg.MaxConnections, HandshakeTimeout: cfg.HandshakeTimeout,
+		Opened: met.SetStartIndex,
 	})
 	if err != nil {
 		feed.Close()
