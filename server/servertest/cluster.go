@@ -74,29 +74,45 @@ func Config(t testing.TB, id string) server.Config {
 
 // Logger routes a node's logs to t.Log.
 func Logger(t testing.TB, id string) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: testWriter{t: t, done: finishedFlag(t)}})
+	return hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: testWriter{t: t, end: finishedFlag(t)}})
 }
 
-// finished marks the tests that ended (testing.TB -> *atomic.Bool): a
-// node's goroutines that still log then (a bounded shutdown left Raft
-// stopping) must not call t.Log, which panics after the test.
+// finished marks the tests that ended (testing.TB -> *testEnd): a node's
+// goroutines that still log then (a bounded shutdown left Raft stopping)
+// must not call t.Log, which panics after the test.
 var finished sync.Map
 
-func finishedFlag(t testing.TB) *atomic.Bool {
-	f, loaded := finished.LoadOrStore(t, new(atomic.Bool))
+// testEnd is a test's end, set by its last cleanup. Writes hold mu while
+// they call t.Log and the cleanup takes mu to set done, so no t.Log can be
+// under way when the test completes (a bare flag checked before t.Log left
+// a window: checked, then the test ended, then t.Log panicked).
+type testEnd struct {
+	mu   sync.Mutex
+	done bool
+}
+
+func finishedFlag(t testing.TB) *testEnd {
+	f, loaded := finished.LoadOrStore(t, new(testEnd))
+	e := f.(*testEnd)
 	if !loaded {
-		t.Cleanup(func() { f.(*atomic.Bool).Store(true) })
+		t.Cleanup(func() {
+			e.mu.Lock()
+			e.done = true
+			e.mu.Unlock()
+		})
 	}
-	return f.(*atomic.Bool)
+	return e
 }
 
 type testWriter struct {
-	t    testing.TB
-	done *atomic.Bool
+	t   testing.TB
+	end *testEnd
 }
 
 func (w testWriter) Write(p []byte) (int, error) {
-	if w.done.Load() {
+	w.end.mu.Lock()
+	defer w.end.mu.Unlock()
+	if w.end.done {
 		return len(p), nil
 	}
 	w.t.Helper()
