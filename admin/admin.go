@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
@@ -188,23 +187,9 @@ func (s *Service) probe(ctx context.Context, id, addr string) (*pb.GetNodeInfoRe
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(withCallerToken(ctx), s.cfg.ProbeTimeout)
+	ctx, cancel := context.WithTimeout(peerconn.OnBehalf(ctx), s.cfg.ProbeTimeout)
 	defer cancel()
 	return pb.NewClusterServiceClient(c).GetNodeInfo(ctx, &pb.GetNodeInfoRequest{})
 }
 
 var errNoAddress = apierr.New(codes.Unavailable, apierr.NotSent, "", apierr.Leader{}, "no gRPC address known")
-
-// tokenKey is the call metadata of an access token (package acl's
-// MetadataKey): probes and relays act for the caller, with its token.
-const tokenKey = "authorization"
-
-// withCallerToken passes the caller's access token (with --acl) on to the
-// calls made on its behalf.
-func withCallerToken(ctx context.Context) context.Context {
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get(tokenKey) {
-		ctx = metadata.AppendToOutgoingContext(ctx, tokenKey, v)
-	}
-	return ctx
-}

@@ -10,19 +10,17 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/backup"
+	"github.com/grackle-coord/grackle/internal/peerconn"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/version"
 )
 
 // chunkSize is the data of one SaveSnapshotResponse.
 const chunkSize = 256 << 10
-
-const forwardedKey = "grackle-admin-forwarded"
 
 // SaveSnapshot streams a snapshot file (package backup) of the state
 // machine. On the leader: a barrier, so the FSM holds everything
@@ -92,7 +90,7 @@ func (s *Service) raftErr(err error) error {
 
 // relaySnapshot forwards the call to the leader and relays its stream.
 func (s *Service) relaySnapshot(ctx context.Context, stream grpc.ServerStreamingServer[pb.SaveSnapshotResponse]) error {
-	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(forwardedKey)) > 0 {
+	if peerconn.Forwarded(ctx) {
 		return apierr.New(codes.Unavailable, apierr.NotLeader, s.cfg.NodeID, apierr.Leader{}, "snapshot: not the leader")
 	}
 	_, id := s.raft.LeaderWithID()
@@ -104,12 +102,7 @@ func (s *Service) relaySnapshot(ctx context.Context, stream grpc.ServerStreaming
 	if err != nil {
 		return apierr.New(codes.Unavailable, apierr.NotSent, s.cfg.NodeID, apierr.Leader{ID: string(id), Address: addr}, "snapshot: "+err.Error())
 	}
-	out := metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		for _, v := range md.Get("authorization") { // the caller's token: the leader decides too
-			out = metadata.AppendToOutgoingContext(out, "authorization", v)
-		}
-	}
+	out := peerconn.Forward(ctx) // the caller's token: the leader decides too
 	in, err := pb.NewClusterServiceClient(c).SaveSnapshot(out, &pb.SaveSnapshotRequest{})
 	if err != nil {
 		return err

@@ -20,19 +20,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 
+	"github.com/grackle-coord/grackle/internal/peerconn"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/version"
 )
 
 // Namespace is the prefix of every Grackle series.
 const Namespace = "grackle"
-
-// forwardedKey marks a call a follower forwarded to the leader (the rpc
-// package sets it); outcome counters skip those so that one client call
-// counts once in the cluster.
-const forwardedKey = "grackle-forwarded"
 
 // Metrics is one node's registry and the instruments Grackle updates.
 type Metrics struct {
@@ -126,10 +121,10 @@ func (m *Metrics) UnaryInterceptor() grpc.UnaryServerInterceptor {
 // StreamInterceptor counts and times every streaming RPC.
 func (m *Metrics) StreamInterceptor() grpc.StreamServerInterceptor { return m.grpc.stream }
 
-// forwarded reads the one key (ValueFromIncomingContext does not copy the
-// whole metadata, as FromIncomingContext does).
+// forwarded: a call a follower forwarded to the leader; outcome counters
+// skip those so that one client call counts once in the cluster.
 func forwarded(ctx context.Context) bool {
-	return len(metadata.ValueFromIncomingContext(ctx, forwardedKey)) > 0
+	return peerconn.Forwarded(ctx)
 }
 
 // acquireOutcomeNames are the outcome label values, in the order

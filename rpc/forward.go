@@ -26,11 +26,6 @@ type forwarding interface {
 	close()
 }
 
-const forwardedKey = "grackle-forwarded"
-
-// authorizationKey carries the caller's access token (package acl).
-const authorizationKey = "authorization"
-
 // forwarder sends calls to the leader on the node's connections to its
 // peers (package peerconn). The leader's response headers (the Raft index)
 // and trailers (the leader's address) are relayed to the original caller,
@@ -61,7 +56,7 @@ func newForwarder(self string, leaderInfo func() (string, string), peers *peerco
 const forwardAttempts = 2
 
 func (f *forwarder) forward(ctx context.Context, call func(context.Context, grpc.ClientConnInterface) error) error {
-	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(forwardedKey)) > 0 {
+	if peerconn.Forwarded(ctx) {
 		// Never forward twice: the sender thought we lead; let it retry.
 		return &leader.Error{Code: codes.Unavailable, Reason: apierr.NotLeader, Msg: "not the leader"}
 	}
@@ -69,14 +64,9 @@ func (f *forwarder) forward(ctx context.Context, call func(context.Context, grpc
 	if id == "" || addr == "" || id == f.self {
 		return &leader.Error{Code: codes.Unavailable, Reason: apierr.NotLeader, Msg: "not the leader"}
 	}
-	out := metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
 	// The caller's token goes with the call: the leader decides (never an
 	// identity of this node's own).
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		for _, v := range md.Get(authorizationKey) {
-			out = metadata.AppendToOutgoingContext(out, authorizationKey, v)
-		}
-	}
+	out := peerconn.Forward(ctx)
 	var err error
 	for attempt := 1; attempt <= forwardAttempts; attempt++ {
 		get := f.peers.Get

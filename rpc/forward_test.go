@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grackle-coord/grackle/apierr"
+	"github.com/grackle-coord/grackle/internal/peerconn"
 	"github.com/grackle-coord/grackle/leader"
 )
 
@@ -64,7 +65,7 @@ func TestForwardNoLeaderNotLeader(t *testing.T) {
 		"no leader known":        {"", "", context.Background()},
 		"leader address unknown": {"n1", "", context.Background()},
 		"leader is self":         {"n2", "127.0.0.1:1", context.Background()},
-		"forwarded already":      {"n1", "127.0.0.1:1", metadata.NewIncomingContext(context.Background(), metadata.Pairs(forwardedKey, "1"))},
+		"forwarded already":      {"n1", "127.0.0.1:1", metadata.NewIncomingContext(context.Background(), metadata.Pairs(peerconn.ForwardedKey, "1"))},
 	}
 	for name, c := range cases {
 		f := newForwarder("n2", func() (string, string) { return c.id, c.addr }, nil)

@@ -119,8 +119,6 @@ func (s *Service) Close() {
 // (the same key as the rest of the API).
 const LeaderAddressKey = "grackle-leader-address"
 
-const forwardedKey = "grackle-forwarded"
-
 // unavailable is the retryable "not here" error of the error contract
 // (apierr.NotLeader: nothing was written), naming the leader when known
 // (ErrorInfo metadata, message, and trailer) as every call of the API does.
@@ -179,27 +177,10 @@ func validate(ns, sem string) error {
 
 // ---- forwarding ----
 
-func forwarded(ctx context.Context) bool {
-	md, ok := metadata.FromIncomingContext(ctx)
-	return ok && len(md.Get(forwardedKey)) > 0
-}
-
-// forwardCtx marks the call as forwarded and passes the caller's
-// credentials on.
-func forwardCtx(ctx context.Context) context.Context {
-	out := metadata.Pairs(forwardedKey, "1")
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get("authorization"); len(v) > 0 {
-			out.Set("authorization", v...)
-		}
-	}
-	return metadata.NewOutgoingContext(ctx, out)
-}
-
 // leaderConn returns a connection to the leader for forwarding, or the
 // Unavailable error to answer.
 func (s *Service) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
-	if forwarded(ctx) {
+	if peerconn.Forwarded(ctx) {
 		return nil, s.notLeader(ctx) // never forward twice
 	}
 	id, addr := s.lead.Leader()
@@ -242,7 +223,7 @@ func (s *Service) ListSemaphoreWaiters(ctx context.Context, r *pb.ListSemaphoreW
 			return nil, err
 		}
 		var tr metadata.MD
-		out, err := pb.NewGrackleServiceClient(cc).ListSemaphoreWaiters(forwardCtx(ctx), r, grpc.Trailer(&tr))
+		out, err := pb.NewGrackleServiceClient(cc).ListSemaphoreWaiters(peerconn.Forward(ctx), r, grpc.Trailer(&tr))
 		relayTrailer(ctx, tr)
 		return out, err
 	}

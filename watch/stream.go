@@ -12,6 +12,7 @@ import (
 
 	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
+	"github.com/grackle-coord/grackle/internal/peerconn"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -145,7 +146,7 @@ func (s *Service) relayWatch(ctx context.Context, r *pb.WatchSemaphoreRequest, s
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var tr metadata.MD
-	up, err := pb.NewGrackleServiceClient(cc).WatchSemaphore(forwardCtx(ctx), r, grpc.Trailer(&tr))
+	up, err := pb.NewGrackleServiceClient(cc).WatchSemaphore(peerconn.Forward(ctx), r, grpc.Trailer(&tr))
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/grackle-coord/grackle/acl"
 )
 
 // shutdownBy waits (generously) for cc to be closed.
@@ -84,4 +87,30 @@ func TestCloseClosesKeptAndRetired(t *testing.T) {
 		t.Fatalf("Get after Close: %v, want ErrClosed", err)
 	}
 	c.Close() // twice is harmless
+}
+
+// A forwarded call carries the caller's token and the forwarded mark,
+// which the receiving member sees.
+func TestForwardCarriesTokenAndMark(t *testing.T) {
+	in := metadata.NewIncomingContext(context.Background(), metadata.Pairs(TokenKey, "secret"))
+	if Forwarded(in) {
+		t.Fatal("a caller's own call reads as forwarded")
+	}
+	out, _ := metadata.FromOutgoingContext(Forward(in))
+	if got := out.Get(TokenKey); len(got) != 1 || got[0] != "secret" {
+		t.Fatalf("token passed on: %v", got)
+	}
+	if !Forwarded(metadata.NewIncomingContext(context.Background(), out)) {
+		t.Fatal("the receiver does not see the forwarded mark")
+	}
+	probe, _ := metadata.FromOutgoingContext(OnBehalf(in))
+	if len(probe.Get(ForwardedKey)) != 0 || len(probe.Get(TokenKey)) != 1 {
+		t.Fatalf("OnBehalf: %v", probe)
+	}
+}
+
+func TestTokenKeyIsACLs(t *testing.T) {
+	if TokenKey != acl.MetadataKey {
+		t.Fatalf("TokenKey %q, acl.MetadataKey %q", TokenKey, acl.MetadataKey)
+	}
 }
