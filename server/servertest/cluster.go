@@ -60,9 +60,13 @@ func Config(t testing.TB, id string) server.Config {
 	cfg.GRPCAddr = "127.0.0.1:0"
 	cfg.RaftAddr = "127.0.0.1:0"
 	cfg.HTTPAddr = ""
-	cfg.HeartbeatTimeout = 300 * time.Millisecond
-	cfg.ElectionTimeout = 300 * time.Millisecond
-	cfg.LeaderLeaseTimeout = 150 * time.Millisecond
+	// Generous: tests run beside other packages' tests under the race
+	// detector on 2 cores, where a 300 ms follower timeout elected falsely
+	// in the middle of tests that assume one leader (FIFO order, probes).
+	// A test that kills the leader waits a little longer for the next.
+	cfg.HeartbeatTimeout = time.Second
+	cfg.ElectionTimeout = time.Second
+	cfg.LeaderLeaseTimeout = 500 * time.Millisecond
 	cfg.LogLevel = "warn"
 	// Joining nodes become voters soon after they caught up.
 	cfg.PromoteAfter = 200 * time.Millisecond
