@@ -103,6 +103,16 @@ func Test_MultiNode_ReplaceNodeUnderLoad(t *testing.T) {
 		own := clusterStatus(t, ctx, fresh)
 		return len(lead.Members) == 3 && own.AppliedIndex >= st0.CommitIndex+300
 	})
+	// It joined as a nonvoter; caught up, the leader promotes it, under
+	// load.
+	waitFor(t, "n4 to be promoted to voter", 60*time.Second, func() bool {
+		for _, m := range clusterStatus(t, ctx, cc).Members {
+			if m.NodeId == "n4" {
+				return m.Suffrage == "voter"
+			}
+		}
+		return false
+	})
 	close(stop)
 	ops, errs := wait()
 	if len(errs) > 0 {
