@@ -27,6 +27,7 @@ import (
 	"github.com/grackle-coord/grackle/client"
 	"github.com/grackle-coord/grackle/fsm"
 	"github.com/grackle-coord/grackle/internal/peerconn"
+	"github.com/grackle-coord/grackle/internal/reqcodec"
 	"github.com/grackle-coord/grackle/metrics"
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 	peerpb "github.com/grackle-coord/grackle/proto/grackle/peer/v1"
@@ -228,14 +229,17 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	ws := watch.New(watch.Config{NodeID: cfg.NodeID, StallTimeout: cfg.WatchStallTimeout, MaxWatchers: cfg.MaxWatchers, Queues: queuesOf(api),
 		Peers: peerConns, Authorize: checker.authorize(), Now: api.Leader().Now}, f, feed, lead, log.Named("watch"))
 	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, Watch: ws, feed: feed, lead: lead, Metrics: met, done: make(chan struct{}), sec: sec, peers: peerConns}
-	unary := []grpc.UnaryServerInterceptor{met.UnaryInterceptor(), s.diskFullUnary}
-	stream := []grpc.StreamServerInterceptor{met.StreamInterceptor(), s.diskFullStream}
+	// The request codec's interceptors come right after the metrics (which
+	// count its refusals) and before anything that reads a request.
+	codec := reqcodec.New()
+	unary := []grpc.UnaryServerInterceptor{met.UnaryInterceptor(), codec.UnaryInterceptor(), s.diskFullUnary}
+	stream := []grpc.StreamServerInterceptor{met.StreamInterceptor(), codec.StreamInterceptor(), s.diskFullStream}
 	if cfg.ACL {
 		isLeader := func() bool { return node.Raft.State() == raft.Leader }
 		unary = append(unary, checker.c.UnaryInterceptor(isLeader))
 		stream = append(stream, checker.c.StreamInterceptor(isLeader))
 	}
-	opts := append(cfg.grpcServerOptions(), grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...))
+	opts := append(cfg.grpcServerOptions(), codec.ServerOption(), grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...))
 	var split *tlsutil.Split
 	serveLis := lis
 	if sec.api != nil {
