@@ -103,9 +103,10 @@ func (s *Service) relaySnapshot(ctx context.Context, stream grpc.ServerStreaming
 		return apierr.New(codes.Unavailable, apierr.NotSent, s.cfg.NodeID, apierr.Leader{ID: string(id), Address: addr}, "snapshot: "+err.Error())
 	}
 	out := peerconn.Forward(ctx) // the caller's token: the leader decides too
+	l := apierr.Leader{ID: string(id), Address: addr}
 	in, err := pb.NewClusterServiceClient(c).SaveSnapshot(out, &pb.SaveSnapshotRequest{})
 	if err != nil {
-		return err
+		return apierr.Relayed(err, s.cfg.NodeID, l)
 	}
 	for {
 		m, err := in.Recv()
@@ -113,7 +114,7 @@ func (s *Service) relaySnapshot(ctx context.Context, stream grpc.ServerStreaming
 			return nil
 		}
 		if err != nil {
-			return err
+			return apierr.Relayed(err, s.cfg.NodeID, l)
 		}
 		if err := stream.Send(m); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,4 +97,53 @@ type unavailableHealth struct{ *health.Server }
 
 func (unavailableHealth) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
 	return nil, status.Error(codes.Unavailable, "no")
+}
+
+// A stream that never got a connection is marked NOT_SENT, as a unary
+// call is; Relayed turns such a hop failure into an error naming the
+// leader and the cause, and passes a node's own answer on.
+func TestStreamsMarkUnsentAndRelayed(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := lis.Addr().String()
+	lis.Close()
+	cc, err := grpc.NewClient(dead, append(apierr.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = func() error {
+		s, err := healthpb.NewHealthClient(cc).Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			return err
+		}
+		_, err = s.Recv()
+		return err
+	}()
+	if status.Code(err) != codes.Unavailable || apierr.ReasonOf(err) != apierr.NotSent {
+		t.Fatalf("a stream to a refused connection: %v, reason %q", err, apierr.ReasonOf(err))
+	}
+	if c := apierr.HopCause(err); !strings.Contains(c, "connection refused") || strings.Contains(c, "transport") || strings.Contains(c, dead) {
+		t.Fatalf("HopCause %q", c)
+	}
+	l := apierr.Leader{ID: "n1", Address: dead}
+	r := apierr.Relayed(err, "n2", l)
+	if status.Code(r) != codes.Unavailable || apierr.ReasonOf(r) != apierr.NotSent || apierr.LeaderOf(r) != l ||
+		!strings.Contains(status.Convert(r).Message(), "could not reach the leader n1 at "+dead) {
+		t.Fatalf("Relayed: %v", r)
+	}
+	if r := apierr.Relayed(status.Error(codes.Unavailable, "transport is closing"), "n2", l); apierr.ReasonOf(r) != apierr.OutcomeUnknown {
+		t.Fatalf("a hop broken after sending: %v", r)
+	}
+	own := apierr.New(codes.Unavailable, apierr.NotLeader, "n1", apierr.Leader{}, "not the leader")
+	if r := apierr.Relayed(own, "n2", l); r != own {
+		t.Fatalf("the leader's own answer changed: %v", r)
+	}
+	if r := apierr.Relayed(status.Error(codes.NotFound, "x"), "n2", l); status.Code(r) != codes.NotFound || apierr.ReasonOf(r) != "" {
+		t.Fatalf("NotFound changed: %v", r)
+	}
 }

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"fmt"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -76,7 +77,7 @@ func (f *forwarder) forward(ctx context.Context, call func(context.Context, grpc
 		var cc *grpc.ClientConn
 		cc, err = get(id, addr)
 		if err != nil {
-			return &leader.Error{Code: codes.Unavailable, Reason: apierr.NotSent, Msg: "cannot reach the leader: " + err.Error()}
+			return unreachable(codes.Unavailable, id, addr, err)
 		}
 		err = call(out, relaying{cc})
 		if err == nil {
@@ -89,16 +90,24 @@ func (f *forwarder) forward(ctx context.Context, call func(context.Context, grpc
 		case info.GetReason() == apierr.NotSent && ctx.Err() == nil:
 			continue // never carried: safe to try again
 		case info.GetReason() == apierr.NotSent:
-			return &leader.Error{Code: status.Code(err), Reason: apierr.NotSent, Msg: "forwarding to the leader: " + status.Convert(err).Message()}
+			return unreachable(status.Code(err), id, addr, err)
 		case status.Code(err) == codes.Unavailable, status.Code(err) == codes.Canceled && ctx.Err() == nil:
 			// Canceled while the caller still waits: the connection was
 			// closed under the call (this node stopping), after it was sent.
 			return &leader.Error{Code: codes.Unavailable, Reason: apierr.OutcomeUnknown,
-				Msg: "the connection to the leader failed after the request was sent: " + status.Convert(err).Message()}
+				Msg: fmt.Sprintf("the connection to the leader %s at %s failed after the request was sent: %s", id, addr, apierr.HopCause(err))}
 		}
 		return err
 	}
-	return &leader.Error{Code: codes.Unavailable, Reason: apierr.NotSent, Msg: "cannot reach the leader: " + status.Convert(err).Message()}
+	return unreachable(codes.Unavailable, id, addr, err)
+}
+
+// unreachable is the error of a hop that never carried the call: it names
+// the leader and the cause, not gRPC's transport wording (a client sees
+// which node could not be reached, and why).
+func unreachable(code codes.Code, id, addr string, err error) *leader.Error {
+	return &leader.Error{Code: code, Reason: apierr.NotSent,
+		Msg: fmt.Sprintf("could not reach the leader %s at %s: %s", id, addr, apierr.HopCause(err))}
 }
 
 func (f *forwarder) close() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,6 +53,13 @@ func TestForwardUnreachableLeaderNotSent(t *testing.T) {
 	}
 	if f.peers.Dials() != forwardAttempts {
 		t.Fatalf("%d connections made, want %d (the last try dials afresh)", f.peers.Dials(), forwardAttempts)
+	}
+	// The message names the leader and the cause, not gRPC's dial text.
+	var le *leader.Error
+	errors.As(err, &le)
+	if !strings.HasPrefix(le.Msg, "could not reach the leader n1 at "+dead+": ") || !strings.Contains(le.Msg, "connection refused") ||
+		strings.Contains(le.Msg, "transport:") || strings.Contains(le.Msg, "dial tcp") {
+		t.Fatalf("message %q", le.Msg)
 	}
 }
 

@@ -177,21 +177,33 @@ func validate(ns, sem string) error {
 
 // ---- forwarding ----
 
-// leaderConn returns a connection to the leader for forwarding, or the
-// Unavailable error to answer.
-func (s *Service) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
+// leaderConn returns a connection to the leader for forwarding and the
+// leader it goes to, or the Unavailable error to answer.
+func (s *Service) leaderConn(ctx context.Context) (*grpc.ClientConn, apierr.Leader, error) {
 	if peerconn.Forwarded(ctx) {
-		return nil, s.notLeader(ctx) // never forward twice
+		return nil, apierr.Leader{}, s.notLeader(ctx) // never forward twice
 	}
 	id, addr := s.lead.Leader()
 	if id == "" || addr == "" || id == s.cfg.NodeID {
-		return nil, s.notLeader(ctx)
+		return nil, apierr.Leader{}, s.notLeader(ctx)
 	}
+	l := apierr.Leader{ID: id, Address: addr}
 	c, err := s.cfg.Peers.Get(id, addr)
 	if err != nil {
-		return nil, s.unavailable(ctx, "cannot reach the leader: "+err.Error(), id, addr)
+		return nil, l, apierr.New(codes.Unavailable, apierr.NotSent, s.cfg.NodeID, l,
+			fmt.Sprintf("node %s: could not reach the leader %s at %s: %v", s.cfg.NodeID, id, addr, err))
 	}
-	return c, nil
+	return c, l, nil
+}
+
+// relayed is a relay's error as this node answers it (apierr.Relayed),
+// with the leader-address trailer when the hop failed.
+func (s *Service) relayed(ctx context.Context, err error, l apierr.Leader) error {
+	out := apierr.Relayed(err, s.cfg.NodeID, l)
+	if out != err {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(LeaderAddressKey, l.Address))
+	}
+	return out
 }
 
 // relayTrailer passes the leader's trailer (its leader address) on.
@@ -218,14 +230,14 @@ func (s *Service) ListSemaphoreWaiters(ctx context.Context, r *pb.ListSemaphoreW
 	}
 	term := s.lead.Current()
 	if term == nil {
-		cc, err := s.leaderConn(ctx)
+		cc, l, err := s.leaderConn(ctx)
 		if err != nil {
 			return nil, err
 		}
 		var tr metadata.MD
 		out, err := pb.NewGrackleServiceClient(cc).ListSemaphoreWaiters(peerconn.Forward(ctx), r, grpc.Trailer(&tr))
 		relayTrailer(ctx, tr)
-		return out, err
+		return out, s.relayed(ctx, err, l)
 	}
 	if err := term.Ready(ctx); err != nil {
 		return nil, s.notReady(ctx, err)

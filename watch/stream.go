@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"google.golang.org/grpc"
@@ -139,7 +140,7 @@ func (s *Service) state(ctx context.Context, key fsm.SemKey) (*pb.WatchSemaphore
 // the leader's end (Unavailable on a leader change, with its trailer) is
 // passed on as it is.
 func (s *Service) relayWatch(ctx context.Context, r *pb.WatchSemaphoreRequest, stream grpc.ServerStreamingServer[pb.WatchSemaphoreResponse]) error {
-	cc, err := s.leaderConn(ctx)
+	cc, l, err := s.leaderConn(ctx)
 	if err != nil {
 		return err
 	}
@@ -148,19 +149,22 @@ func (s *Service) relayWatch(ctx context.Context, r *pb.WatchSemaphoreRequest, s
 	var tr metadata.MD
 	up, err := pb.NewGrackleServiceClient(cc).WatchSemaphore(peerconn.Forward(ctx), r, grpc.Trailer(&tr))
 	if err != nil {
-		return err
+		return s.relayed(stream.Context(), err, l)
 	}
 	for {
 		m, err := up.Recv()
 		if err != nil {
 			relayTrailer(stream.Context(), tr)
+			if err == io.EOF {
+				return nil
+			}
 			if status.Code(err) == codes.Canceled && stream.Context().Err() == nil {
 				// The connection to the leader was closed under the relay
 				// (this node stopping, or the connection retired), not by
 				// the caller: a retryable "not here", so its client resumes.
 				return s.elsewhere(stream.Context(), "the relay to the leader was cut: "+status.Convert(err).Message())
 			}
-			return err
+			return s.relayed(stream.Context(), err, l)
 		}
 		if err := stream.Send(m); err != nil {
 			return err
