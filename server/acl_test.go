@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grackle-coord/grackle/acl"
+	"github.com/grackle-coord/grackle/apierr"
 	peerpb "github.com/grackle-coord/grackle/proto/grackle/peer/v1"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/server/servertest"
@@ -91,6 +93,12 @@ func streamFirst[T any](s grpc.ServerStreamingClient[T], err error) error {
 	return err
 }
 
+// matrixLease is a well-formed lease id that names no lease: a follower
+// checks a request's shape before it forwards it (a malformed one is
+// answered InvalidArgument at once, whoever asks), so the matrix's
+// requests are well formed and only the token decides.
+const matrixLease = "ls_00000000000000000000"
+
 func matrixRPCs() []matrixRPC {
 	g := func(cc *grpc.ClientConn) pb.GrackleServiceClient { return pb.NewGrackleServiceClient(cc) }
 	cl := func(cc *grpc.ClientConn) pb.ClusterServiceClient { return pb.NewClusterServiceClient(cc) }
@@ -110,7 +118,7 @@ func matrixRPCs() []matrixRPC {
 			return err
 		}},
 		{"GrackleService/UpdateNamespace", "admin", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
-			_, err := g(cc).UpdateNamespace(ctx, &pb.UpdateNamespaceRequest{NamespaceName: ns, Description: "x"})
+			_, err := g(cc).UpdateNamespace(ctx, &pb.UpdateNamespaceRequest{NamespaceName: ns, Description: "x", ExpectedVersion: 1})
 			return err
 		}},
 		{"GrackleService/DeleteNamespace", "admin", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
@@ -130,7 +138,7 @@ func matrixRPCs() []matrixRPC {
 			return err
 		}},
 		{"GrackleService/UpdateSemaphore", "write", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
-			_, err := g(cc).UpdateSemaphore(ctx, &pb.UpdateSemaphoreRequest{NamespaceName: ns, SemaphoreName: "s", Permits: 2})
+			_, err := g(cc).UpdateSemaphore(ctx, &pb.UpdateSemaphoreRequest{NamespaceName: ns, SemaphoreName: "s", Permits: 2, ExpectedVersion: 1})
 			return err
 		}},
 		{"GrackleService/DeleteSemaphore", "write", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
@@ -138,11 +146,11 @@ func matrixRPCs() []matrixRPC {
 			return err
 		}},
 		{"GrackleService/AcquireSemaphore", "write", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
-			_, err := g(cc).AcquireSemaphore(ctx, &pb.AcquireSemaphoreRequest{NamespaceName: ns, SemaphoreName: "s", LeaseId: "ls_x", Weight: 1})
+			_, err := g(cc).AcquireSemaphore(ctx, &pb.AcquireSemaphoreRequest{NamespaceName: ns, SemaphoreName: "s", LeaseId: matrixLease, Weight: 1})
 			return err
 		}},
 		{"GrackleService/ReleaseSemaphore", "write", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
-			_, err := g(cc).ReleaseSemaphore(ctx, &pb.ReleaseSemaphoreRequest{NamespaceName: ns, SemaphoreName: "s", LeaseId: "ls_x"})
+			_, err := g(cc).ReleaseSemaphore(ctx, &pb.ReleaseSemaphoreRequest{NamespaceName: ns, SemaphoreName: "s", LeaseId: matrixLease})
 			return err
 		}},
 		{"GrackleService/ListSemaphoreHolders", "read", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
@@ -167,15 +175,15 @@ func matrixRPCs() []matrixRPC {
 			return err
 		}},
 		{"GrackleService/GetSemaphoreLease", "read", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
-			_, err := g(cc).GetSemaphoreLease(ctx, &pb.GetSemaphoreLeaseRequest{NamespaceName: ns, LeaseId: "ls_x"})
+			_, err := g(cc).GetSemaphoreLease(ctx, &pb.GetSemaphoreLeaseRequest{NamespaceName: ns, LeaseId: matrixLease})
 			return err
 		}},
 		{"GrackleService/RefreshSemaphoreLease", "write", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
-			_, err := g(cc).RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{NamespaceName: ns, LeaseId: "ls_x", TtlSeconds: 60})
+			_, err := g(cc).RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{NamespaceName: ns, LeaseId: matrixLease, TtlSeconds: 60})
 			return err
 		}},
 		{"GrackleService/RevokeSemaphoreLease", "write", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
-			_, err := g(cc).RevokeSemaphoreLease(ctx, &pb.RevokeSemaphoreLeaseRequest{NamespaceName: ns, LeaseId: "ls_x"})
+			_, err := g(cc).RevokeSemaphoreLease(ctx, &pb.RevokeSemaphoreLeaseRequest{NamespaceName: ns, LeaseId: matrixLease})
 			return err
 		}},
 		{"GrackleService/ListSemaphoreLeases", "read", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
@@ -236,24 +244,49 @@ var rank = map[string]int{"read": 1, "write": 2, "admin": 3}
 // namespace and on "*", plus no token and an unknown one: each answers
 // with its expected code, a refusal naming the role needed and the
 // namespace.
+//
+// Every call is made to the leader and to a follower: the follower
+// forwards most, and checks itself what it serves or relays on its own
+// (GetClusterStatus, GetNodeInfo, ListSemaphoreWaiters and the
+// WatchSemaphore and SaveSnapshot streams), against its replicated tokens.
 func TestACLMatrix(t *testing.T) {
-	c, root := aclCluster(t, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	c, root := aclCluster(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
 	defer cancel()
-	admin := pb.NewACLServiceClient(c.Conn(0))
-	if _, err := pb.NewGrackleServiceClient(c.Conn(0)).CreateNamespace(tokenCtx(ctx, root), &pb.CreateNamespaceRequest{Name: "ns2"}); err != nil {
+	var leaderIdx, followerIdx int
+	withToken(t, c, root, func() { leaderIdx = c.WaitLeader(); followerIdx = c.Follower() })
+	admin := pb.NewACLServiceClient(c.Conn(leaderIdx))
+	// The setup is asked again through an election (two voters under
+	// load): an extra namespace or token changes nothing below.
+	if err := answered(t, "CreateNamespace ns2", func() error {
+		_, err := pb.NewGrackleServiceClient(c.Conn(leaderIdx)).CreateNamespace(tokenCtx(ctx, root), &pb.CreateNamespaceRequest{Name: "ns2"})
+		if status.Code(err) == codes.AlreadyExists {
+			return nil
+		}
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
-	type tok struct{ role, ns, secret string }
+	type tok = matrixToken
 	var toks []tok
 	for _, role := range []string{"read", "write", "admin"} {
 		for _, ns := range []string{"ns1", "ns2", "*"} {
-			r, err := admin.CreateToken(tokenCtx(ctx, root), &pb.CreateTokenRequest{Role: role, Namespace: ns, Description: role + " " + ns})
-			if err != nil {
+			var r *pb.CreateTokenResponse
+			if err := answered(t, "CreateToken", func() (err error) {
+				r, err = admin.CreateToken(tokenCtx(ctx, root), &pb.CreateTokenRequest{Role: role, Namespace: ns, Description: role + " " + ns})
+				return err
+			}); err != nil {
 				t.Fatal(err)
 			}
 			toks = append(toks, tok{role, ns, r.Secret})
 		}
+	}
+	// The follower decides its own calls with the tokens it applied.
+	for _, k := range toks {
+		servertest.Eventually(t, "the follower applies the tokens", 20*time.Second, func() bool {
+			_, ok := c.Nodes[followerIdx].FSM.TokenBySecretHash(sha256.Sum256([]byte(k.secret)))
+			return ok
+		})
 	}
 	rpcs := matrixRPCs()
 	listed := map[string]bool{}
@@ -277,13 +310,68 @@ func TestACLMatrix(t *testing.T) {
 		_ = svc // every method of the services has a rule: checked against acl.Methods above
 	}
 
-	cc := c.Conn(0)
+	for _, node := range []struct {
+		role string
+		i    int
+	}{{"leader", leaderIdx}, {"follower", followerIdx}} {
+		matrixOn(t, ctx, c.Conn(node.i), node.role, rpcs, toks)
+	}
+
+	// Health and reflection stay open.
+	cc := c.Conn(followerIdx)
+	if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatalf("health without a token: %v", err)
+	}
+	rs, err := reflectionpb.NewServerReflectionClient(cc).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.Recv(); err != nil {
+		t.Fatalf("reflection without a token: %v", err)
+	}
+}
+
+type matrixToken struct{ role, ns, secret string }
+
+// answered runs call until it answers other than Unavailable (which
+// decides nothing: an election under load), generously, and returns that.
+func answered(t *testing.T, what string, call func() error) error {
+	t.Helper()
+	var err error
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err = call(); status.Code(err) != codes.Unavailable {
+			return err
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still Unavailable after 30s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// matrixOn makes every call of rpcs to one node with every token.
+func matrixOn(t *testing.T, ctx context.Context, cc *grpc.ClientConn, node string, rpcs []matrixRPC, toks []matrixToken) {
+	t.Helper()
+	type tok = matrixToken
 	for _, r := range rpcs {
 		// Tokens: each role x scope; then none; then an unknown secret.
 		cases := append([]tok{}, toks...)
 		cases = append(cases, tok{role: "none"}, tok{role: "unknown", secret: "grk_not_a_token"})
 		for _, k := range cases {
-			err := r.call(tokenCtx(ctx, k.secret), cc)
+			// Unavailable decides nothing (an election under load): ask
+			// again until the node answers.
+			var err error
+			if r.scope == open {
+				// No token decides: any answer but a refusal (ReadIndex
+				// answers only on the leader).
+				err = r.call(tokenCtx(ctx, k.secret), cc)
+			} else {
+				err = answered(t, fmt.Sprintf("%s to the %s as %s on %q", r.method, node, k.role, k.ns), func() error { return r.call(tokenCtx(ctx, k.secret), cc) })
+			}
 			code := status.Code(err)
 			var want string // "allow", or the code
 			switch {
@@ -298,7 +386,7 @@ func TestACLMatrix(t *testing.T) {
 			default:
 				want = codes.PermissionDenied.String()
 			}
-			name := fmt.Sprintf("%s as %s on %q", r.method, k.role, k.ns)
+			name := fmt.Sprintf("%s to the %s as %s on %q", r.method, node, k.role, k.ns)
 			if want == "allow" {
 				if code == codes.Unauthenticated || code == codes.PermissionDenied {
 					t.Errorf("%s: refused (%v), want admitted", name, err)
@@ -320,21 +408,6 @@ func TestACLMatrix(t *testing.T) {
 				}
 			}
 		}
-	}
-
-	// Health and reflection stay open.
-	if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
-		t.Fatalf("health without a token: %v", err)
-	}
-	rs, err := reflectionpb.NewServerReflectionClient(cc).ServerReflectionInfo(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rs.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rs.Recv(); err != nil {
-		t.Fatalf("reflection without a token: %v", err)
 	}
 }
 
@@ -465,6 +538,106 @@ func TestACLRelayedCallsLeftToTheLeader(t *testing.T) {
 		err := call(stray, rd.Secret)
 		if info := errorInfo(err); status.Code(err) != codes.Unavailable || info == nil || info.Reason != "NOT_LEADER" {
 			t.Errorf("%s with a valid token on a node that does not know it yet: %v (%v), want Unavailable NOT_LEADER", name, err, info)
+		}
+	}
+}
+
+// A follower decides by itself, against the tokens it applied, the calls
+// it answers on its own (GetClusterStatus, GetNodeInfo) and SaveSnapshot,
+// which it checks before relaying: with the leader gone (so no leader can
+// decide for it), it still refuses no token, a revoked token and a token
+// of another scope, and admits the others (a relay then finds no leader).
+// ListSemaphoreWaiters and WatchSemaphore are the leader's to decide
+// (TestACLRelayedCallsLeftToTheLeader): without one, every token gets
+// NOT_LEADER.
+func TestACLFollowerChecksItself(t *testing.T) {
+	c, root := aclCluster(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var l, f int
+	withToken(t, c, root, func() { l = c.WaitLeader(); f = c.Follower() })
+	lc := c.Conn(l)
+	g := pb.NewGrackleServiceClient(lc)
+	if _, err := g.CreateNamespace(tokenCtx(ctx, root), &pb.CreateNamespaceRequest{Name: "ns1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.CreateSemaphore(tokenCtx(ctx, root), &pb.CreateSemaphoreRequest{NamespaceName: "ns1", SemaphoreName: "s", Permits: 1}); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(role, ns string) *pb.CreateTokenResponse {
+		r, err := pb.NewACLServiceClient(lc).CreateToken(tokenCtx(ctx, root), &pb.CreateTokenRequest{Role: role, Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	read, other, admin, revokedRead, revokedAdmin := mk("read", "ns1"), mk("read", "ns2"), mk("admin", "*"), mk("read", "ns1"), mk("admin", "*")
+	for _, r := range []*pb.CreateTokenResponse{revokedRead, revokedAdmin} {
+		if _, err := pb.NewACLServiceClient(lc).RevokeToken(tokenCtx(ctx, root), &pb.RevokeTokenRequest{Id: r.Token.Id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	has := func(r *pb.CreateTokenResponse) bool {
+		_, ok := c.Nodes[f].FSM.TokenBySecretHash(sha256.Sum256([]byte(r.Secret)))
+		return ok
+	}
+	servertest.Eventually(t, "the follower applies the tokens and the revokes", 20*time.Second, func() bool {
+		return has(read) && has(other) && has(admin) && !has(revokedRead) && !has(revokedAdmin)
+	})
+	c.StopNode(l)
+
+	fc := c.Conn(f)
+	calls := []struct {
+		name  string
+		role  string // "" any token
+		call  func(ctx context.Context) error
+		local bool // answered by the follower itself (else relayed: no leader)
+		// leaderDecides: relayed unchecked, so NOT_LEADER for any token.
+		leaderDecides bool
+	}{
+		{"GetClusterStatus", "", func(ctx context.Context) error {
+			_, err := pb.NewClusterServiceClient(fc).GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
+			return err
+		}, true, false},
+		{"GetNodeInfo", "", func(ctx context.Context) error {
+			_, err := pb.NewClusterServiceClient(fc).GetNodeInfo(ctx, &pb.GetNodeInfoRequest{})
+			return err
+		}, true, false},
+		{"ListSemaphoreWaiters", "read", func(ctx context.Context) error {
+			_, err := pb.NewGrackleServiceClient(fc).ListSemaphoreWaiters(ctx, &pb.ListSemaphoreWaitersRequest{NamespaceName: "ns1", SemaphoreName: "s"})
+			return err
+		}, false, true},
+		{"WatchSemaphore", "read", func(ctx context.Context) error {
+			return streamFirst(pb.NewGrackleServiceClient(fc).WatchSemaphore(ctx, &pb.WatchSemaphoreRequest{NamespaceName: "ns1", SemaphoreName: "s"}))
+		}, false, true},
+		{"SaveSnapshot", "admin", func(ctx context.Context) error {
+			return streamFirst(pb.NewClusterServiceClient(fc).SaveSnapshot(ctx, &pb.SaveSnapshotRequest{}))
+		}, false, false},
+	}
+	for _, k := range []struct {
+		name, secret, role string
+	}{{"no token", "", ""}, {"revoked read", revokedRead.Secret, ""}, {"revoked admin", revokedAdmin.Secret, ""},
+		{"read on ns2", other.Secret, "read-other"}, {"read on ns1", read.Secret, "read"}, {"admin", admin.Secret, "admin"}} {
+		for _, cl := range calls {
+			err := cl.call(tokenCtx(ctx, k.secret))
+			var want codes.Code
+			switch {
+			case cl.leaderDecides:
+				want = codes.Unavailable
+			case k.role == "":
+				want = codes.Unauthenticated
+			case cl.role == "" && cl.local:
+				want = codes.OK
+			case cl.role == "admin" && k.role != "admin", cl.role == "read" && k.role == "read-other":
+				want = codes.PermissionDenied
+			default:
+				want = codes.Unavailable // admitted; no leader to relay to
+			}
+			// Left to the leader: NOT_LEADER once the follower knows the
+			// leader is gone, NOT_SENT while it still tries to reach it.
+			if status.Code(err) != want || (cl.leaderDecides && !apierr.ProvesNotSent(err)) {
+				t.Errorf("%s to the leaderless follower with %s: %v, want %v", cl.name, k.name, err, want)
+			}
 		}
 	}
 }
