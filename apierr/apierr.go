@@ -50,6 +50,11 @@ const (
 	// never holds the leader back; reopening it reads the whole state
 	// again. Code ResourceExhausted.
 	WatchStalled = "WATCH_STALLED"
+	// Overloaded: the leader's queue of commands waiting to be proposed
+	// is full (--max-queued-proposals); the write was refused before it
+	// was proposed, so nothing was written. Retry later, with backoff.
+	// Code ResourceExhausted.
+	Overloaded = "OVERLOADED"
 )
 
 // Not-found reasons say which thing is missing, so that a caller can tell
@@ -178,11 +183,11 @@ func LeaderOf(err error) Leader {
 }
 
 // ProvesNotSent reports whether err proves the request never reached the
-// Raft log (reason NotLeader or NotSent), so that retrying even a
-// non-idempotent write cannot apply it twice.
+// Raft log (reason NotLeader, NotSent or Overloaded), so that retrying even
+// a non-idempotent write cannot apply it twice.
 func ProvesNotSent(err error) bool {
 	switch ReasonOf(err) {
-	case NotLeader, NotSent:
+	case NotLeader, NotSent, Overloaded:
 		return true
 	}
 	return false

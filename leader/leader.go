@@ -39,6 +39,10 @@ type Config struct {
 	ExpireBatch int32
 	// MaxWaiters bounds the queued waiters per semaphore.
 	MaxWaiters int
+	// MaxQueuedProposals bounds the client commands waiting to be proposed
+	// (0: DefaultMaxQueued); beyond, writes answer ResourceExhausted
+	// (apierr.Overloaded).
+	MaxQueuedProposals int
 
 	// Contacts is this node's record of each peer's last answered
 	// AppendEntries (raftnode.Contacts): which voters are reachable, and

@@ -38,7 +38,18 @@ type packerConfig struct {
 	MaxBytes    int
 	// ApplyTimeout bounds the wait for Raft to accept an entry (default 10 s).
 	ApplyTimeout time.Duration
+	// MaxQueued bounds the commands waiting for an entry slot (default
+	// DefaultMaxQueued). A client command arriving at a full queue is
+	// refused at once (errQueueFull: never proposed), so a flood of writes
+	// cannot grow the leader's memory without bound; the leader's own
+	// commands (grants to waiters, lease expiry, term setup) are always
+	// queued: they are few, and refusing them would stall waiters.
+	MaxQueued int
 }
+
+// DefaultMaxQueued is the default bound of a packer's queue: at 512
+// commands an entry, about twenty entries' worth.
+const DefaultMaxQueued = 10_000
 
 // packer is the Proposer's command packing: the commands that arrive while
 // entries are in flight go out together in one Batch entry (see
@@ -86,6 +97,10 @@ type outcome struct {
 // command was still queued: it was never handed to Raft.
 var errNotQueued = errors.New("leader: not proposed")
 
+// errQueueFull: the queue held MaxQueued commands; the command was never
+// queued, never proposed.
+var errQueueFull = errors.New("leader: the proposal queue is full")
+
 // errNoResult reports an applied entry whose result is missing or of the
 // wrong shape (a bug, never a normal outcome).
 var errNoResult = errors.New("leader: no result from the state machine")
@@ -107,6 +122,9 @@ func newPacker(r applier, cfg packerConfig) *packer {
 	}
 	if cfg.ApplyTimeout <= 0 {
 		cfg.ApplyTimeout = 10 * time.Second
+	}
+	if cfg.MaxQueued <= 0 {
+		cfg.MaxQueued = DefaultMaxQueued
 	}
 	p := &packer{r: r, cfg: cfg, wake: make(chan struct{}, 1),
 		inflight: make(chan inflight, cfg.MaxInFlight), stop: make(chan struct{})}
@@ -131,13 +149,23 @@ func newPacker(r applier, cfg packerConfig) *packer {
 // that it must wait) is done before anyone can act on a later result (a
 // releaser's next acquire must queue behind that waiter). then must not
 // block on the packer.
-func (p *packer) propose(ctx context.Context, data []byte, urgent bool, then func(*fsm.Result, error)) (*fsm.Result, error) {
+//
+// A bounded proposal (a client's) arriving while MaxQueued commands wait
+// fails at once with errQueueFull, then run first: it never entered the
+// queue, so the order of those queued is untouched.
+func (p *packer) propose(ctx context.Context, data []byte, urgent, bounded bool, then func(*fsm.Result, error)) (*fsm.Result, error) {
 	pr := &proposal{data: data, urgent: urgent, then: then, done: make(chan outcome, 1)}
 	p.mu.Lock()
 	if p.stopped {
 		p.mu.Unlock()
 		pr.finish(outcome{err: raft.ErrNotLeader})
 		return nil, raft.ErrNotLeader
+	}
+	if bounded && len(p.queue) >= p.cfg.MaxQueued {
+		p.mu.Unlock()
+		err := fmt.Errorf("%w (%d commands wait)", errQueueFull, p.cfg.MaxQueued)
+		pr.finish(outcome{err: err})
+		return nil, err
 	}
 	p.queue = append(p.queue, pr)
 	if urgent {

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+
+	"github.com/grackle-coord/grackle/apierr"
 
 	"github.com/grackle-coord/grackle/fsm"
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
@@ -90,7 +93,7 @@ func TestPackerPacksWhatArrivesWhileInFlight(t *testing.T) {
 	defer p.shutdown()
 	out := make(chan got, 10)
 	propose := func(name string) {
-		res, err := p.propose(context.Background(), createNS(t, name), false, nil)
+		res, err := p.propose(context.Background(), createNS(t, name), false, true, nil)
 		out <- got{name, res, err}
 	}
 	go propose("first")
@@ -173,12 +176,12 @@ func TestPackerAloneGoesOutAtOnce(t *testing.T) {
 	defer p.shutdown()
 	out := make(chan got, 2)
 	go func() {
-		res, err := p.propose(context.Background(), createNS(t, "x"), false, nil)
+		res, err := p.propose(context.Background(), createNS(t, "x"), false, true, nil)
 		out <- got{"x", res, err}
 	}()
 	a := r.next(t)
 	go func() {
-		res, err := p.propose(context.Background(), createNS(t, "y"), false, nil)
+		res, err := p.propose(context.Background(), createNS(t, "y"), false, true, nil)
 		out <- got{"y", res, err}
 	}()
 	b := r.next(t) // proposed while a is still in flight
@@ -205,7 +208,7 @@ func TestPackerFailures(t *testing.T) {
 	p := newPacker(r, packerConfig{MaxInFlight: 1, MaxCommands: 2})
 	out := make(chan got, 10)
 	propose := func(name string) {
-		res, err := p.propose(context.Background(), createNS(t, name), false, nil)
+		res, err := p.propose(context.Background(), createNS(t, name), false, true, nil)
 		out <- got{name, res, err}
 	}
 	go propose("n0")
@@ -247,7 +250,7 @@ func TestPackerFailures(t *testing.T) {
 	if lost != 2 || notLeader != 2 {
 		t.Fatalf("%d lost in flight, %d not proposed; want 2 and 2", lost, notLeader)
 	}
-	if _, err := p.propose(context.Background(), createNS(t, "late"), false, nil); !errors.Is(err, raft.ErrNotLeader) {
+	if _, err := p.propose(context.Background(), createNS(t, "late"), false, true, nil); !errors.Is(err, raft.ErrNotLeader) {
 		t.Fatalf("after shutdown: %v", err)
 	}
 }
@@ -260,12 +263,12 @@ func TestPackerCallerGivesUpWhileQueued(t *testing.T) {
 	defer p.shutdown()
 	out := make(chan got, 2)
 	go func() {
-		res, err := p.propose(context.Background(), createNS(t, "a"), false, nil)
+		res, err := p.propose(context.Background(), createNS(t, "a"), false, true, nil)
 		out <- got{"a", res, err}
 	}()
 	first := r.next(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { res, err := p.propose(ctx, createNS(t, "b"), false, nil); out <- got{"b", res, err} }()
+	go func() { res, err := p.propose(ctx, createNS(t, "b"), false, true, nil); out <- got{"b", res, err} }()
 	waitQueued(t, p, 1)
 	cancel()
 	if g := <-out; g.name != "b" || !errors.Is(g.err, errNotQueued) || !errors.Is(g.err, context.Canceled) {
@@ -277,7 +280,7 @@ func TestPackerCallerGivesUpWhileQueued(t *testing.T) {
 	}
 	// The next entry is the next command, not the abandoned one.
 	go func() {
-		res, err := p.propose(context.Background(), createNS(t, "c"), false, nil)
+		res, err := p.propose(context.Background(), createNS(t, "c"), false, true, nil)
 		out <- got{"c", res, err}
 	}()
 	e := r.next(t)
@@ -304,7 +307,7 @@ func TestPackerThenRunsInLogOrderBeforeCallersWake(t *testing.T) {
 	}
 	out := make(chan got, 2)
 	propose := func(name string) {
-		res, err := p.propose(context.Background(), createNS(t, name), false, func(*fsm.Result, error) { record("then " + name) })
+		res, err := p.propose(context.Background(), createNS(t, name), false, true, func(*fsm.Result, error) { record("then " + name) })
 		record("woke " + name)
 		out <- got{name, res, err}
 	}
@@ -344,7 +347,7 @@ func TestPackerHandOffTakesTheSecondSlot(t *testing.T) {
 	defer p.shutdown()
 	out := make(chan got, 10)
 	propose := func(name string, urgent bool) {
-		res, err := p.propose(context.Background(), createNS(t, name), urgent, nil)
+		res, err := p.propose(context.Background(), createNS(t, name), urgent, true, nil)
 		out <- got{name, res, err}
 	}
 	batchOf := func(e *fakeFuture, names ...string) {
@@ -383,5 +386,67 @@ func TestPackerHandOffTakesTheSecondSlot(t *testing.T) {
 		if g := <-out; g.err != nil || g.res.Err != nil {
 			t.Fatalf("%+v", g)
 		}
+	}
+}
+
+// A full queue refuses a client's command at once (errQueueFull, its then
+// run, never proposed) and leaves the queued ones and their order as they
+// were; the leader's own commands are queued even then; once the queue
+// drains, commands are taken again.
+func TestPackerBoundsItsQueue(t *testing.T) {
+	r := newFakeRaft(t)
+	p := newPacker(r, packerConfig{OrdinaryInFlight: 1, MaxInFlight: 1, MaxQueued: 2})
+	defer p.shutdown()
+	out := make(chan got, 10)
+	propose := func(name string, bounded bool) {
+		res, err := p.propose(context.Background(), createNS(t, name), false, bounded, nil)
+		out <- got{name, res, err}
+	}
+	go propose("n0", true)
+	first := r.next(t)
+	go propose("n1", true)
+	waitQueued(t, p, 1)
+	go propose("n2", true)
+	waitQueued(t, p, 2)
+	var thenErr error
+	if _, err := p.propose(context.Background(), createNS(t, "n3"), false, true, func(_ *fsm.Result, err error) { thenErr = err }); !errors.Is(err, errQueueFull) || !errors.Is(thenErr, errQueueFull) {
+		t.Fatalf("a client's command at a full queue: %v (then: %v), want errQueueFull", err, thenErr)
+	}
+	go propose("own", false)
+	waitQueued(t, p, 3)
+	first.commit(r)
+	e := r.next(t)
+	cmd, err := fsm.Decode(e.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range cmd.GetBatch().GetCommands() {
+		sub, _ := fsm.Decode(c)
+		names = append(names, sub.GetCreateNamespace().GetName())
+	}
+	if fmt.Sprint(names) != "[n1 n2 own]" {
+		t.Fatalf("next entry %v, want [n1 n2 own] in arrival order", names)
+	}
+	e.commit(r)
+	for i := 0; i < 4; i++ {
+		if g := <-out; g.err != nil || g.res.Err != nil {
+			t.Fatalf("%+v", g)
+		}
+	}
+	go propose("after", true)
+	r.next(t).commit(r)
+	if g := <-out; g.err != nil {
+		t.Fatalf("after the queue drained: %+v", g)
+	}
+}
+
+// The proposer maps a full queue to ResourceExhausted with reason
+// OVERLOADED (nothing was proposed).
+func TestQueueFullIsOverloaded(t *testing.T) {
+	err := mapProposeError(context.Background(), fmt.Errorf("%w (2 commands wait)", errQueueFull))
+	var le *Error
+	if !errors.As(err, &le) || le.Code != codes.ResourceExhausted || le.Reason != apierr.Overloaded {
+		t.Fatalf("%v", err)
 	}
 }

@@ -23,11 +23,18 @@ type Proposer struct {
 	clock  *Clock
 }
 
-// NewProposer returns a proposer applying on r, stamping with c. Each term
+// NewProposer returns a proposer applying on r, stamping with c, with at
+// most maxQueued client commands waiting (0: DefaultMaxQueued). Each term
 // has its own; Close it when the term ends.
-func NewProposer(r *raft.Raft, c *Clock, applyTimeout time.Duration) *Proposer {
-	return &Proposer{packer: newPacker(r, packerConfig{ApplyTimeout: applyTimeout}), clock: c}
+func NewProposer(r *raft.Raft, c *Clock, applyTimeout time.Duration, maxQueued int) *Proposer {
+	return &Proposer{packer: newPacker(r, packerConfig{ApplyTimeout: applyTimeout, MaxQueued: maxQueued}), clock: c}
 }
+
+type ownKey struct{}
+
+// own marks ctx as the leader's own (grants to waiters, lease expiry, term
+// setup): its commands are queued even when the queue is full.
+func own(ctx context.Context) context.Context { return context.WithValue(ctx, ownKey{}, true) }
 
 // Close fails what is still queued (NotLeader: never proposed) and waits
 // for the entries in flight.
@@ -70,7 +77,10 @@ func (p *Proposer) ProposeThen(ctx context.Context, cmd *fsmpb.Command, then fun
 	}
 	// A command that carries grants hands permits to waiters: it may go out
 	// beside an entry already in flight (packerConfig.OrdinaryInFlight).
-	res, err := p.packer.propose(ctx, data, len(cmd.GetGrants()) > 0, mapped)
+	// The leader's own commands (own(ctx)) are never refused at a full
+	// queue.
+	_, ours := ctx.Value(ownKey{}).(bool)
+	res, err := p.packer.propose(ctx, data, len(cmd.GetGrants()) > 0, !ours, mapped)
 	if err != nil {
 		return nil, mapProposeError(ctx, err)
 	}
@@ -85,6 +95,8 @@ func mapProposeError(ctx context.Context, err error) error {
 	case errors.Is(err, errNotQueued):
 		// Its caller gave up while it was still queued: never proposed.
 		return notProposed(ctx.Err())
+	case errors.Is(err, errQueueFull):
+		return newError(codes.ResourceExhausted, apierr.Overloaded, "the leader is overloaded: %v; nothing was proposed, retry later", err)
 	case errors.Is(err, errNoResult):
 		return newError(codes.Unavailable, apierr.OutcomeUnknown, "no result from the state machine")
 	}

@@ -35,7 +35,7 @@ func newTerm(l *Leader) *Term {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Term{l: l, began: time.Now(), ctx: ctx, cancel: cancel, ready: make(chan struct{}), kick: make(chan struct{}, 1)}
 	// The term's own proposer: its packing goroutine is joined at the end.
-	t.proposer = NewProposer(l.raft, l.clock, l.cfg.ApplyTimeout)
+	t.proposer = NewProposer(l.raft, l.clock, l.cfg.ApplyTimeout, l.cfg.MaxQueuedProposals)
 	t.q = newQueues(l.cfg.MaxWaiters, l.fsm, l.cfg.Observer)
 	t.q.proposeGrants = t.proposeGrants
 	return t
@@ -156,7 +156,7 @@ func (t *Term) setupOnce() error {
 }
 
 func (t *Term) setupApply(cmd *fsmpb.Command) error {
-	_, err := t.proposer.Propose(t.ctx, cmd)
+	_, err := t.proposer.Propose(own(t.ctx), cmd)
 	return err
 }
 
@@ -231,7 +231,7 @@ func (t *Term) proposeThen(ctx context.Context, cmd *fsmpb.Command, then func(*f
 // of the term and settles them with its outcome.
 func (t *Term) proposeGrants(cmd *fsmpb.Command, ws []*waiter) bool {
 	return t.goTerm(func() {
-		res, err := t.propose(t.ctx, cmd)
+		res, err := t.propose(own(t.ctx), cmd)
 		if err != nil {
 			res = nil
 		}
@@ -257,7 +257,7 @@ func (t *Term) expiryLoop() {
 		if ok {
 			now := l.clock.Now()
 			if next <= now {
-				_, err := t.propose(t.ctx, &fsmpb.Command{Op: &fsmpb.Command_ExpireLeases{
+				_, err := t.propose(own(t.ctx), &fsmpb.Command{Op: &fsmpb.Command_ExpireLeases{
 					ExpireLeases: &fsmpb.ExpireLeases{Max: l.cfg.ExpireBatch}}})
 				// Lateness runs to the reaping command's commit and apply
 				// (propose returns then), not to its proposal.

@@ -49,6 +49,9 @@ type Config struct {
 	Contacts        leader.PeerContacts
 	ReachableWithin time.Duration
 	PromoteAfter    time.Duration
+	// MaxQueuedProposals bounds the writes waiting on the leader to be
+	// proposed (0: leader.DefaultMaxQueued).
+	MaxQueuedProposals int
 	// Clock is the leader clock's source (nil: the system clocks).
 	Clock leader.Source
 	// Observer receives the leader's waiter and expiry events (nil: none).
@@ -100,7 +103,7 @@ func New(cfg Config, r *raft.Raft, f *fsm.FSM, log hclog.Logger) *Service {
 	s.lead = leader.New(leader.Config{
 		NodeID: cfg.NodeID, GRPCAddress: cfg.GRPCAddress, InitialGRPC: cfg.InitialGRPC, Limits: cfg.Limits,
 		LeaseGrace: cfg.LeaseGrace, ApplyTimeout: cfg.ApplyTimeout, ExpireBatch: cfg.ExpireBatch, MaxWaiters: cfg.MaxWaiters,
-		Clock: cfg.Clock, Observer: cfg.Observer, Log: log.Named("leader"),
+		MaxQueuedProposals: cfg.MaxQueuedProposals, Clock: cfg.Clock, Observer: cfg.Observer, Log: log.Named("leader"),
 		Contacts: cfg.Contacts, ReachableWithin: cfg.ReachableWithin, PromoteAfter: cfg.PromoteAfter,
 	}, r, f)
 	s.fwd = newForwarder(cfg.NodeID, s.leaderInfo, cfg.Peers)

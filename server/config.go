@@ -40,6 +40,10 @@ type Config struct {
 	// serves at most MaxWatchers streams (default 10,000).
 	WatchStallTimeout time.Duration
 	MaxWatchers       int
+	// MaxQueuedProposals bounds the writes waiting on the leader to be
+	// proposed (default 10,000): beyond, a write answers ResourceExhausted
+	// (reason OVERLOADED) at once instead of growing the queue.
+	MaxQueuedProposals int
 	// MemberProbeTimeout bounds each member's probe in GetClusterStatus
 	// with probe_members (default 750 ms): a member slower than that is
 	// reported unreachable.

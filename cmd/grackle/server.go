@@ -78,6 +78,7 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	durationVar(fs, &cfg.WatchStallTimeout, "watch-stall-timeout", cfg.WatchStallTimeout, "a WatchSemaphore stream that takes no message for this long is cut off (0: 10s)")
 	fs.IntVar(&cfg.MaxWatchers, "max-watchers", cfg.MaxWatchers, "most WatchSemaphore streams one node serves (0: 10,000)")
 	durationVar(fs, &cfg.MemberProbeTimeout, "member-probe-timeout", cfg.MemberProbeTimeout, "each member's probe in a cluster status with probe_members (grackle cluster status); a slower member shows as unreachable (0: 750ms)")
+	fs.IntVar(&cfg.MaxQueuedProposals, "max-queued-proposals", cfg.MaxQueuedProposals, "most writes waiting on the leader to be proposed; beyond, writes answer ResourceExhausted (OVERLOADED) (0: 10,000)")
 
 	durationVar(fs, &cfg.HeartbeatTimeout, "heartbeat-timeout", cfg.HeartbeatTimeout, "Raft heartbeat timeout")
 	durationVar(fs, &cfg.ElectionTimeout, "election-timeout", cfg.ElectionTimeout, "Raft election timeout")

@@ -53,6 +53,7 @@ var allServerArgs = []string{
 	"--watch-stall-timeout", "19s",
 	"--max-watchers", "18",
 	"--member-probe-timeout", "3s",
+	"--max-queued-proposals", "21",
 	"--heartbeat-timeout", "1s",
 	"--promote-after", "5s",
 	"--election-timeout", "2s",
@@ -101,6 +102,7 @@ func allServerConfig() server.Config {
 	want.WatchStallTimeout = 19 * time.Second
 	want.MaxWatchers = 18
 	want.MemberProbeTimeout = 3 * time.Second
+	want.MaxQueuedProposals = 21
 	want.HeartbeatTimeout = time.Second
 	want.PromoteAfter = 5 * time.Second
 	want.ElectionTimeout = 2 * time.Second
