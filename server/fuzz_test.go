@@ -21,53 +21,54 @@ import (
 // fuzzCall is one request type of the API, sent through a real node's
 // gRPC handler path (interceptors, validation, then the state machine).
 type fuzzCall struct {
-	req  func() proto.Message
-	call func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error
+	method string // GrackleService's
+	req    func() proto.Message
+	call   func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error
 }
 
 func fuzzCalls() []fuzzCall {
 	return []fuzzCall{
-		{func() proto.Message { return &pb.CreateNamespaceRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+		{"CreateNamespace", func() proto.Message { return &pb.CreateNamespaceRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
 			_, err := g.CreateNamespace(ctx, m.(*pb.CreateNamespaceRequest))
 			return err
 		}},
-		{func() proto.Message { return &pb.UpdateNamespaceRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+		{"UpdateNamespace", func() proto.Message { return &pb.UpdateNamespaceRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
 			_, err := g.UpdateNamespace(ctx, m.(*pb.UpdateNamespaceRequest))
 			return err
 		}},
-		{func() proto.Message { return &pb.DeleteNamespaceRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+		{"DeleteNamespace", func() proto.Message { return &pb.DeleteNamespaceRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
 			_, err := g.DeleteNamespace(ctx, m.(*pb.DeleteNamespaceRequest))
 			return err
 		}},
-		{func() proto.Message { return &pb.ListNamespacesRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+		{"ListNamespaces", func() proto.Message { return &pb.ListNamespacesRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
 			_, err := g.ListNamespaces(ctx, m.(*pb.ListNamespacesRequest))
 			return err
 		}},
-		{func() proto.Message { return &pb.CreateSemaphoreRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+		{"CreateSemaphore", func() proto.Message { return &pb.CreateSemaphoreRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
 			_, err := g.CreateSemaphore(ctx, m.(*pb.CreateSemaphoreRequest))
 			return err
 		}},
-		{func() proto.Message { return &pb.UpdateSemaphoreRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+		{"UpdateSemaphore", func() proto.Message { return &pb.UpdateSemaphoreRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
 			_, err := g.UpdateSemaphore(ctx, m.(*pb.UpdateSemaphoreRequest))
 			return err
 		}},
-		{func() proto.Message { return &pb.ListSemaphoresRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+		{"ListSemaphores", func() proto.Message { return &pb.ListSemaphoresRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
 			_, err := g.ListSemaphores(ctx, m.(*pb.ListSemaphoresRequest))
 			return err
 		}},
-		{func() proto.Message { return &pb.CreateSemaphoreLeaseRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+		{"CreateSemaphoreLease", func() proto.Message { return &pb.CreateSemaphoreLeaseRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
 			_, err := g.CreateSemaphoreLease(ctx, m.(*pb.CreateSemaphoreLeaseRequest))
 			return err
 		}},
-		{func() proto.Message { return &pb.RefreshSemaphoreLeaseRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+		{"RefreshSemaphoreLease", func() proto.Message { return &pb.RefreshSemaphoreLeaseRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
 			_, err := g.RefreshSemaphoreLease(ctx, m.(*pb.RefreshSemaphoreLeaseRequest))
 			return err
 		}},
-		{func() proto.Message { return &pb.ListSemaphoreLeasesRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+		{"ListSemaphoreLeases", func() proto.Message { return &pb.ListSemaphoreLeasesRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
 			_, err := g.ListSemaphoreLeases(ctx, m.(*pb.ListSemaphoreLeasesRequest))
 			return err
 		}},
-		{func() proto.Message { return &pb.AcquireSemaphoreRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+		{"AcquireSemaphore", func() proto.Message { return &pb.AcquireSemaphoreRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
 			r := m.(*pb.AcquireSemaphoreRequest)
 			if r.TimeoutSeconds > 1 {
 				r.TimeoutSeconds = 1 // keep each execution short
@@ -75,11 +76,11 @@ func fuzzCalls() []fuzzCall {
 			_, err := g.AcquireSemaphore(ctx, r)
 			return err
 		}},
-		{func() proto.Message { return &pb.ReleaseSemaphoreRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+		{"ReleaseSemaphore", func() proto.Message { return &pb.ReleaseSemaphoreRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
 			_, err := g.ReleaseSemaphore(ctx, m.(*pb.ReleaseSemaphoreRequest))
 			return err
 		}},
-		{func() proto.Message { return &pb.ListSemaphoreHoldersRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+		{"ListSemaphoreHolders", func() proto.Message { return &pb.ListSemaphoreHoldersRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
 			_, err := g.ListSemaphoreHolders(ctx, m.(*pb.ListSemaphoreHoldersRequest))
 			return err
 		}},
@@ -92,6 +93,7 @@ var invalidNamesField = regexp.MustCompile(`^[a-z_]+(\.[a-z_]+|\[[^\]]*\])*: `)
 // FuzzHandlers sends fuzzed requests of every GrackleService request type
 // through one node's gRPC handler path: no panic, no broken invariant,
 // only the contract's codes, and every InvalidArgument names its field.
+// Bytes that do not decode are sent raw, through the server's codec.
 // make fuzz-api runs it; go test runs the seeds.
 func FuzzHandlers(f *testing.F) {
 	calls := fuzzCalls()
@@ -105,6 +107,12 @@ func FuzzHandlers(f *testing.F) {
 	seed(10, &pb.AcquireSemaphoreRequest{NamespaceName: "ns", SemaphoreName: "s", LeaseId: "ls_x", Weight: -1})
 	seed(1, &pb.UpdateNamespaceRequest{NamespaceName: "ns", ExpectedVersion: -5})
 	seed(6, &pb.ListSemaphoresRequest{NamespaceName: "ns", Limit: 100000, PaginationToken: "\xff"})
+	// Bytes no protobuf runtime would send: invalid UTF-8, a truncated
+	// varint, a string field sent as a varint, a bad tag.
+	f.Add(uint8(0), []byte{0x0a, 0x02, 'n', 0xff})
+	f.Add(uint8(4), []byte{0x0a, 0x02, 'n', 's', 0x20, 0x80})
+	f.Add(uint8(2), []byte{0x08, 0x01})
+	f.Add(uint8(9), []byte{0xff, 0xff})
 	cfg := servertest.Config(f, "fuzz")
 	cfg.LogLevel = "error"
 	node, err := server.Start(cfg, nil)
@@ -117,16 +125,30 @@ func FuzzHandlers(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { conn.Close() })
-	servertest.Eventually(f, "a leader", 20*time.Second, node.IsLeader)
+	// A leader whose API is ready (its term's setup done), not only raft's
+	// state: else the first executions answer Unavailable.
+	servertest.Eventually(f, "a ready leader", 20*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := pb.NewGrackleServiceClient(conn).ListNamespaces(ctx, &pb.ListNamespacesRequest{})
+		return node.IsLeader() && err == nil
+	})
 	f.Fuzz(func(t *testing.T, kind uint8, data []byte) {
 		c := calls[int(kind)%len(calls)]
 		m := c.req()
-		if proto.Unmarshal(data, m) != nil {
-			return // not a request this client can send
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		err := c.call(ctx, pb.NewGrackleServiceClient(conn), m)
+		var err error
+		if proto.Unmarshal(data, m) != nil {
+			// Not a request: the bytes go as they are, through the
+			// server's codec, and must be refused naming a field.
+			err = invokeRaw(ctx, conn, "GrackleService/"+c.method, data)
+			if st := status.Convert(err); st.Code() != codes.InvalidArgument || !invalidNamesField.MatchString(st.Message()) {
+				t.Fatalf("%s with undecodable bytes %x: %v, want InvalidArgument naming the field", c.method, data, err)
+			}
+		} else {
+			err = c.call(ctx, pb.NewGrackleServiceClient(conn), m)
+		}
 		st := status.Convert(err)
 		switch st.Code() {
 		case codes.OK, codes.NotFound, codes.AlreadyExists, codes.FailedPrecondition, codes.ResourceExhausted,
