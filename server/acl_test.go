@@ -554,29 +554,40 @@ func TestACLFollowerChecksItself(t *testing.T) {
 	c, root := aclCluster(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var l, f int
-	withToken(t, c, root, func() { l = c.WaitLeader(); f = c.Follower() })
-	lc := c.Conn(l)
-	g := pb.NewGrackleServiceClient(lc)
-	if _, err := g.CreateNamespace(tokenCtx(ctx, root), &pb.CreateNamespaceRequest{Name: "ns1"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := g.CreateSemaphore(tokenCtx(ctx, root), &pb.CreateSemaphoreRequest{NamespaceName: "ns1", SemaphoreName: "s", Permits: 1}); err != nil {
-		t.Fatal(err)
-	}
-	mk := func(role, ns string) *pb.CreateTokenResponse {
-		r, err := pb.NewACLServiceClient(lc).CreateToken(tokenCtx(ctx, root), &pb.CreateTokenRequest{Role: role, Namespace: ns})
-		if err != nil {
-			t.Fatal(err)
+	// The setup is asked again through an election (two voters under
+	// load), through either node (a follower forwards).
+	setup := func(what string, call func(cc *grpc.ClientConn) error) {
+		t.Helper()
+		err := answered(t, what, func() error { return call(c.Conn(0)) })
+		if code := status.Code(err); code != codes.OK && code != codes.AlreadyExists && code != codes.NotFound {
+			t.Fatalf("%s: %v", what, err)
 		}
+	}
+	setup("CreateNamespace", func(cc *grpc.ClientConn) error {
+		_, err := pb.NewGrackleServiceClient(cc).CreateNamespace(tokenCtx(ctx, root), &pb.CreateNamespaceRequest{Name: "ns1"})
+		return err
+	})
+	setup("CreateSemaphore", func(cc *grpc.ClientConn) error {
+		_, err := pb.NewGrackleServiceClient(cc).CreateSemaphore(tokenCtx(ctx, root), &pb.CreateSemaphoreRequest{NamespaceName: "ns1", SemaphoreName: "s", Permits: 1})
+		return err
+	})
+	mk := func(role, ns string) *pb.CreateTokenResponse {
+		var r *pb.CreateTokenResponse
+		setup("CreateToken", func(cc *grpc.ClientConn) (err error) {
+			r, err = pb.NewACLServiceClient(cc).CreateToken(tokenCtx(ctx, root), &pb.CreateTokenRequest{Role: role, Namespace: ns})
+			return err
+		})
 		return r
 	}
 	read, other, admin, revokedRead, revokedAdmin := mk("read", "ns1"), mk("read", "ns2"), mk("admin", "*"), mk("read", "ns1"), mk("admin", "*")
 	for _, r := range []*pb.CreateTokenResponse{revokedRead, revokedAdmin} {
-		if _, err := pb.NewACLServiceClient(lc).RevokeToken(tokenCtx(ctx, root), &pb.RevokeTokenRequest{Id: r.Token.Id}); err != nil {
-			t.Fatal(err)
-		}
+		setup("RevokeToken", func(cc *grpc.ClientConn) error { // NotFound: an earlier try revoked it
+			_, err := pb.NewACLServiceClient(cc).RevokeToken(tokenCtx(ctx, root), &pb.RevokeTokenRequest{Id: r.Token.Id})
+			return err
+		})
 	}
+	var l, f int
+	withToken(t, c, root, func() { l = c.WaitLeader(); f = c.Follower() })
 	has := func(r *pb.CreateTokenResponse) bool {
 		_, ok := c.Nodes[f].FSM.TokenBySecretHash(sha256.Sum256([]byte(r.Secret)))
 		return ok

@@ -57,6 +57,8 @@ func TestForwardingToAnUnreachableLeader(t *testing.T) {
 	}
 	_, err = api.CreateNamespace(ctx, &pb.CreateNamespaceRequest{Name: "ns"})
 	check("CreateNamespace", err)
+	_, err = api.GetNamespace(ctx, &pb.GetNamespaceRequest{NamespaceName: "ns"}) // a follower read: asks the leader's read index
+	check("GetNamespace", err)
 	_, err = api.ListSemaphoreWaiters(ctx, &pb.ListSemaphoreWaitersRequest{NamespaceName: "ns", SemaphoreName: "s"})
 	check("ListSemaphoreWaiters", err)
 	check("WatchSemaphore", streamFirst(api.WatchSemaphore(ctx, &pb.WatchSemaphoreRequest{NamespaceName: "ns", SemaphoreName: "s"})))
