@@ -21,7 +21,8 @@ import (
 // dies, it finds the new one.
 func TestRoutesToLeader(t *testing.T) {
 	c := servertest.Start(t, 3, nil)
-	li, fi := c.Leader(), c.Follower()
+	li := c.WaitLeader() // not Leader(): -1 if an election is under way
+	fi := c.Follower()
 	leaderAddr := c.Nodes[li].GRPCAddr()
 	cli := newClient(t, deadAddr(t), c.Nodes[fi].GRPCAddr())
 	ctx := ctxT(t)
