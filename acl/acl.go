@@ -46,6 +46,14 @@ type Tokens interface {
 // Checker checks calls against the replicated tokens.
 type Checker struct {
 	Tokens Tokens
+	// Unsure, if set, is asked when a token is not found: a non-nil error
+	// (an Unavailable NOT_LEADER) means this node cannot tell whether the
+	// token exists, because it has not applied everything committed yet
+	// (restarted and replaying, or just joined), and is answered instead
+	// of TOKEN_UNKNOWN, so that a client asks another node rather than
+	// give up on a valid token. A node that is caught up still refuses an
+	// unknown or revoked token with Unauthenticated.
+	Unsure func() error
 }
 
 type needKey struct{}
@@ -91,6 +99,11 @@ func (c *Checker) Check(ctx context.Context, method string, need Need) error {
 	}
 	tok, ok := c.Tokens.TokenBySecretHash(sha256.Sum256([]byte(secret)))
 	if !ok {
+		if c.Unsure != nil {
+			if err := c.Unsure(); err != nil {
+				return err
+			}
+		}
 		return refusal(codes.Unauthenticated, ReasonTokenUnknown, "the token is unknown or was revoked", nil)
 	}
 	if need.AnyToken {

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/grackle-coord/grackle/acl"
 	"github.com/grackle-coord/grackle/admin"
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/client"
 	"github.com/grackle-coord/grackle/fsm"
 	"github.com/grackle-coord/grackle/internal/peerconn"
@@ -194,7 +196,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		return nil, err
 	}
 	raftPtr.Store(node.Raft)
-	checker := aclChecker{on: cfg.ACL, c: &acl.Checker{Tokens: f}}
+	checker := aclChecker{on: cfg.ACL, c: &acl.Checker{Tokens: f, Unsure: behindOnTokens(node.Raft, cfg.NodeID)}}
 	node.ShutdownTimeout = cfg.ShutdownTimeout
 	// One connection per other member, shared by forwarding, watch relays
 	// and the admin probes; closed by Close once they all stopped.
@@ -479,4 +481,26 @@ func Run(ctx context.Context, cfg Config) error {
 	// A leader hands over first: no election timeout for the others.
 	s.Leave(2*cfg.ElectionTimeout + time.Second)
 	return s.Close()
+}
+
+// behindOnTokens is the access checker's Unsure: a node that does not lead
+// and has not heard from a leader since it started, or has not applied
+// every entry it knows committed, cannot tell an unknown token from one
+// created after its state (the fault suite saw a restarted follower,
+// replaying its log, refuse the workloads' valid token). The leader
+// decides with every committed entry applied (its barrier), so it is
+// never unsure.
+func behindOnTokens(r *raft.Raft, nodeID string) func() error {
+	return func() error {
+		if r.State() == raft.Leader {
+			return nil
+		}
+		applied, commit := r.AppliedIndex(), r.CommitIndex()
+		if !r.LastContact().IsZero() && applied >= commit {
+			return nil
+		}
+		_, id := r.LeaderWithID()
+		return apierr.New(codes.Unavailable, apierr.NotLeader, nodeID, apierr.Leader{ID: string(id)},
+			fmt.Sprintf("node %s has not caught up with the cluster (applied %d of %d committed entries, or no leader heard yet), so it cannot tell whether this token exists: ask another node", nodeID, applied, commit))
+	}
 }
