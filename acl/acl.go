@@ -54,6 +54,12 @@ type Checker struct {
 	// give up on a valid token. A node that is caught up still refuses an
 	// unknown or revoked token with Unauthenticated.
 	Unsure func() error
+	// CatchUp, if set, is asked first when a token is not found: true
+	// means this node has now applied every write acknowledged before the
+	// call (a follower's read index from the leader), so the token is
+	// looked up again. A token created on the leader just before a call
+	// to a follower is then found there instead of refused.
+	CatchUp func(ctx context.Context) bool
 }
 
 type needKey struct{}
@@ -97,7 +103,11 @@ func (c *Checker) Check(ctx context.Context, method string, need Need) error {
 		return refusal(codes.Unauthenticated, ReasonTokenMissing,
 			"access control is on: this call needs a token (pass --token or set GRACKLE_TOKEN)", nil)
 	}
-	tok, ok := c.Tokens.TokenBySecretHash(sha256.Sum256([]byte(secret)))
+	hash := sha256.Sum256([]byte(secret))
+	tok, ok := c.Tokens.TokenBySecretHash(hash)
+	if !ok && c.CatchUp != nil && c.CatchUp(ctx) {
+		tok, ok = c.Tokens.TokenBySecretHash(hash)
+	}
 	if !ok {
 		if c.Unsure != nil {
 			if err := c.Unsure(); err != nil {

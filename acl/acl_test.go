@@ -46,3 +46,23 @@ func TestUnknownTokenOnANodeThatIsBehind(t *testing.T) {
 		t.Fatalf("unknown token on a caught-up node: %v, want Unauthenticated TOKEN_UNKNOWN", err)
 	}
 }
+
+// A token the node does not have yet is looked up again once CatchUp says
+// the node applied the leader's read index (a token created on the leader
+// just before the call); when CatchUp fails the node decides on its own
+// state.
+func TestUnknownTokenLookedUpAgainAfterCatchUp(t *testing.T) {
+	toks := fakeTokens{}
+	c := &Checker{Tokens: toks, CatchUp: func(context.Context) bool {
+		toks[sha256.Sum256([]byte("fresh"))] = fsm.Token{ID: "t2", Role: fsm.RoleRead, Namespace: "*"}
+		return true
+	}}
+	if err := c.Check(withToken("fresh"), "/grackle.v1.ClusterService/GetClusterStatus", Need{AnyToken: true}); err != nil {
+		t.Fatalf("token created before the call refused after catching up: %v", err)
+	}
+	c = &Checker{Tokens: fakeTokens{}, CatchUp: func(context.Context) bool { return false }}
+	err := c.Check(withToken("other"), "/grackle.v1.ClusterService/GetClusterStatus", Need{AnyToken: true})
+	if status.Code(err) != codes.Unauthenticated || apierr.ReasonOf(err) != ReasonTokenUnknown {
+		t.Fatalf("unknown token, no catch-up: %v, want Unauthenticated TOKEN_UNKNOWN", err)
+	}
+}

@@ -103,6 +103,17 @@ func followerRead[Resp any](s *Service, ctx context.Context, local func(now int6
 	return out, true, s.toStatus(ctx, err)
 }
 
+// CatchUp waits until this follower has applied the leader's read index:
+// every write acknowledged before the call, token changes included (the
+// access checker asks it before it calls a token unknown).
+func (s *Service) CatchUp(ctx context.Context) error {
+	ri, err := s.readIndexes.Do(ctx)
+	if err != nil {
+		return err
+	}
+	return s.fsm.WaitApplied(ctx, ri.index)
+}
+
 // ctxError is the error of a read whose caller's context ended while it
 // waited: DeadlineExceeded or Canceled, NOT_SENT (a read writes nothing).
 func ctxError(ctx context.Context, what string) *leader.Error {

@@ -262,6 +262,18 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	met.InitializeRPCs(gs)
 
 	s.grpc, s.health, s.lis, s.split, s.admin = gs, hs, lis, split, adm
+	// A follower that does not find a token first catches up with the
+	// leader's read index (bounded), so a token created on the leader just
+	// before the call is found; it decides on its own state when the
+	// leader cannot be reached.
+	checker.c.CatchUp = func(ctx context.Context) bool {
+		if node.Raft.State() == raft.Leader {
+			return false
+		}
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return api.CatchUp(ctx) == nil
+	}
 	api.Start(node.LeaderNotify)
 	go func() {
 		if err := gs.Serve(serveLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, net.ErrClosed) {
