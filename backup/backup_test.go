@@ -223,8 +223,10 @@ func TestCorruptFilesRefused(t *testing.T) {
 		if _, err := backup.Restore(p, dir, "n1", "n1=127.0.0.1:1=127.0.0.1:2"); !errors.Is(err, backup.ErrCorrupt) {
 			t.Errorf("%s: restore: %v", name, err)
 		}
-		if _, err := os.Stat(filepath.Join(dir, "raft.db")); err == nil {
-			t.Errorf("%s: restore left a raft.db behind", name)
+		for _, log := range []string{"raft.db", "wal"} {
+			if _, err := os.Stat(filepath.Join(dir, log)); err == nil {
+				t.Errorf("%s: restore left a Raft log (%s) behind", name, log)
+			}
 		}
 	}
 	// A well-formed file whose data is not a state machine snapshot.

@@ -37,25 +37,39 @@ type snapshotMeta struct {
 	CRC []byte
 }
 
-// checkDataDir verifies what a restart reads before raft and bbolt get to
-// it (either panics on some damage, and raft silently skips a snapshot
-// whose meta.json does not load): every snapshot's meta.json must decode
-// and its state.bin match the recorded size and CRC; raft.db must open,
-// every page of its log and stable-store buckets must read, and it must
-// hold the log and term a snapshot beside it implies.
+// checkDataDir verifies what a restart reads before raft and its stores
+// get to it (bbolt panics on some damage, raft-wal silently drops a torn
+// or truncated tail, and raft silently skips a snapshot whose meta.json
+// does not load): every snapshot's meta.json must decode and its
+// state.bin match the recorded size and CRC; the Raft log (raft.db, or
+// wal/ in checkwal.go) must open, every record of it must read (and, in
+// the WAL, match its checksum), and it must hold the log and term a
+// snapshot beside it implies.
 func checkDataDir(dir string) error {
 	snaps, err := checkSnapshots(filepath.Join(dir, "snapshots"))
 	if err != nil {
 		return err
 	}
-	db := filepath.Join(dir, "raft.db")
+	format, err := dataDirFormat(dir)
+	if err != nil {
+		return err
+	}
+	switch format {
+	case LogStoreWAL:
+		return checkWAL(filepath.Join(dir, walDir), snaps)
+	case LogStoreBolt:
+		return checkBoltLog(filepath.Join(dir, boltFile), snaps)
+	}
+	if len(snaps) > 0 {
+		return damaged(dir, "its Raft log (%s or %s/) is missing beside snapshot %s: the log and the vote are lost", boltFile, walDir, snaps[0])
+	}
+	return nil
+}
+
+// checkBoltLog checks raft.db, the bbolt log and stable store.
+func checkBoltLog(db string, snaps []string) error {
 	fi, err := os.Stat(db)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
-		if len(snaps) > 0 {
-			return damaged(db, "missing beside snapshot %s: the Raft log and the vote are lost", snaps[0])
-		}
-		return nil
 	case err != nil:
 		return fmt.Errorf("%s: %w", db, err)
 	case fi.Size() == 0:
@@ -64,7 +78,14 @@ func checkDataDir(dir string) error {
 		}
 		return nil // a crash right after creating it, before any write
 	}
-	return checkBolt(db, len(snaps) > 0)
+	return checkBolt(db, "logs", "conf", len(snaps) > 0, func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("logs")).ForEach(func(k, v []byte) error {
+			if len(k) != 8 {
+				return damaged(db, "a log key of %d bytes (want 8)", len(k))
+			}
+			return nil
+		})
+	})
 }
 
 // checkSnapshots returns the snapshot directory names, newest first.
@@ -123,10 +144,12 @@ func checkSnapshot(dir string) error {
 	return nil
 }
 
-// checkBolt opens raft.db read-only and reads every page of its buckets.
-// A truncated file faults when bbolt touches a page past its end, and a
-// corrupt page makes bbolt panic: both are caught and named here.
-func checkBolt(path string, haveSnapshot bool) (err error) {
+// checkBolt opens a bbolt file read-only and reads every page of its
+// buckets main and stable (the stable one holds raft's vote and current
+// term), then runs visit on it. A truncated file faults when bbolt touches
+// a page past its end, and a corrupt page makes bbolt panic: both are
+// caught and named here.
+func checkBolt(path, main, stable string, haveSnapshot bool, visit func(*bolt.Tx) error) (err error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 2 * time.Second})
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {
@@ -146,30 +169,22 @@ func checkBolt(path string, haveSnapshot bool) (err error) {
 			}
 		}()
 		done <- db.View(func(tx *bolt.Tx) error {
-			logs, conf := tx.Bucket([]byte("logs")), tx.Bucket([]byte("conf"))
-			if logs == nil || conf == nil {
+			mb, sb := tx.Bucket([]byte(main)), tx.Bucket([]byte(stable))
+			if mb == nil || sb == nil {
 				if haveSnapshot {
 					return damaged(path, "has no Raft log or stable store beside a snapshot")
 				}
 				return nil
 			}
-			entries := 0
-			if err := logs.ForEach(func(k, v []byte) error {
-				if len(k) != 8 {
-					return damaged(path, "a log key of %d bytes (want 8)", len(k))
+			for _, b := range []*bolt.Bucket{mb, sb} {
+				if err := b.ForEach(func(k, v []byte) error { return nil }); err != nil {
+					return err
 				}
-				entries++
-				return nil
-			}); err != nil {
-				return err
 			}
-			if err := conf.ForEach(func(k, v []byte) error { return nil }); err != nil {
-				return err
-			}
-			if haveSnapshot && conf.Get([]byte("CurrentTerm")) == nil {
+			if haveSnapshot && sb.Get([]byte("CurrentTerm")) == nil {
 				return damaged(path, "holds no current term beside a snapshot: the vote is lost")
 			}
-			return nil
+			return visit(tx)
 		})
 	}()
 	return <-done

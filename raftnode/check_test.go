@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +15,10 @@ import (
 
 // seedDataDir runs a single node that applies entries, snapshots, applies
 // more and stops: a data dir with a snapshot and log entries after it.
-func seedDataDir(t *testing.T) string {
+func seedDataDir(t *testing.T, format string) string {
 	t.Helper()
 	dir := t.TempDir()
-	n, err := New(Config{NodeID: "n1", DataDir: dir, BindAddr: "127.0.0.1:0", Bootstrap: true,
+	n, err := New(Config{NodeID: "n1", DataDir: dir, BindAddr: "127.0.0.1:0", Bootstrap: true, LogStore: format,
 		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond, LeaderLeaseTimeout: 50 * time.Millisecond,
 		FSM: &raft.MockFSM{}, Logger: hclog.NewNullLogger()})
 	if err != nil {
@@ -67,32 +68,37 @@ func newestSnapshot(t *testing.T, dir string) string {
 // A damaged data dir refuses to start with an error that names the file
 // and what is wrong: never a panic, never a silent start on partial state.
 func TestDamagedDataDirRefusesToStart(t *testing.T) {
-	if err := restart(seedDataDir(t)); err != nil {
-		t.Fatalf("an intact data dir: %v", err)
+	// Small segments, so that the WAL's log spans sealed segments and a tail.
+	defer func(s int) { walSegmentSize = s }(walSegmentSize)
+	walSegmentSize = 64 << 10
+	for _, format := range []string{LogStoreBolt, LogStoreWAL} {
+		if err := restart(seedDataDir(t, format)); err != nil {
+			t.Fatalf("an intact %s data dir: %v", format, err)
+		}
 	}
 	for _, tc := range []struct {
 		name   string
+		format string
 		damage func(t *testing.T, dir string) string // returns the file named
 		want   string
 	}{
-		{"empty raft.db beside a snapshot", func(t *testing.T, dir string) string {
+		{"empty raft.db beside a snapshot", LogStoreBolt, func(t *testing.T, dir string) string {
 			p := filepath.Join(dir, "raft.db")
 			must(t, os.Truncate(p, 0))
 			return p
 		}, "empty beside snapshot"},
-		{"raft.db removed beside a snapshot", func(t *testing.T, dir string) string {
-			p := filepath.Join(dir, "raft.db")
-			must(t, os.Remove(p))
-			return p
-		}, "missing beside snapshot"},
-		{"truncated raft.db", func(t *testing.T, dir string) string {
+		{"raft.db removed beside a snapshot", LogStoreBolt, func(t *testing.T, dir string) string {
+			must(t, os.Remove(filepath.Join(dir, "raft.db")))
+			return dir
+		}, "is missing beside snapshot"},
+		{"truncated raft.db", LogStoreBolt, func(t *testing.T, dir string) string {
 			p := filepath.Join(dir, "raft.db")
 			fi, err := os.Stat(p)
 			must(t, err)
 			must(t, os.Truncate(p, fi.Size()/2))
 			return p
 		}, "raft.db"},
-		{"raft.db overwritten with garbage pages", func(t *testing.T, dir string) string {
+		{"raft.db overwritten with garbage pages", LogStoreBolt, func(t *testing.T, dir string) string {
 			p := filepath.Join(dir, "raft.db")
 			f, err := os.OpenFile(p, os.O_RDWR, 0)
 			must(t, err)
@@ -104,7 +110,7 @@ func TestDamagedDataDirRefusesToStart(t *testing.T) {
 			f.Close()
 			return p
 		}, "raft.db"},
-		{"corrupt newest snapshot", func(t *testing.T, dir string) string {
+		{"corrupt newest snapshot", LogStoreWAL, func(t *testing.T, dir string) string {
 			p := filepath.Join(newestSnapshot(t, dir), "state.bin")
 			f, err := os.OpenFile(p, os.O_RDWR, 0)
 			must(t, err)
@@ -113,19 +119,57 @@ func TestDamagedDataDirRefusesToStart(t *testing.T) {
 			f.Close()
 			return p
 		}, "CRC mismatch"},
-		{"truncated newest snapshot", func(t *testing.T, dir string) string {
+		{"truncated newest snapshot", LogStoreWAL, func(t *testing.T, dir string) string {
 			p := filepath.Join(newestSnapshot(t, dir), "state.bin")
 			must(t, os.Truncate(p, 7))
 			return p
 		}, "truncated"},
-		{"damaged snapshot meta.json", func(t *testing.T, dir string) string {
+		{"damaged snapshot meta.json", LogStoreWAL, func(t *testing.T, dir string) string {
 			p := filepath.Join(newestSnapshot(t, dir), "meta.json")
 			must(t, os.WriteFile(p, []byte("{\"Version\":"), 0o600))
 			return p
 		}, "does not decode"},
+		{"wal-meta.db removed beside a snapshot", LogStoreWAL, func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "wal", "wal-meta.db")
+			must(t, os.Remove(p))
+			return p
+		}, "missing or empty beside snapshot"},
+		{"wal-meta.db overwritten with garbage pages", LogStoreWAL, func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "wal", "wal-meta.db")
+			garbage(t, p, 2*4096)
+			return p
+		}, "wal-meta.db"},
+		{"the WAL's tail segment removed", LogStoreWAL, func(t *testing.T, dir string) string {
+			segs := segments(t, dir)
+			p := segs[len(segs)-1]
+			must(t, os.Remove(p))
+			return p
+		}, "missing"},
+		{"the WAL's tail segment truncated", LogStoreWAL, func(t *testing.T, dir string) string {
+			segs := segments(t, dir)
+			p := segs[len(segs)-1]
+			must(t, os.Truncate(p, 4096))
+			return p
+		}, "truncated"},
+		{"a record of the tail segment's first batch corrupted", LogStoreWAL, func(t *testing.T, dir string) string {
+			segs := segments(t, dir)
+			p := segs[len(segs)-1]
+			flip(t, p, 32+8+100) // inside the first entry's payload
+			return p
+		}, "do not match their checksum"},
+		{"a record of a sealed segment corrupted", LogStoreWAL, func(t *testing.T, dir string) string {
+			p := segments(t, dir)[0]
+			flip(t, p, 20_000)
+			return p
+		}, "do not match their checksum"},
+		{"a sealed segment removed", LogStoreWAL, func(t *testing.T, dir string) string {
+			p := segments(t, dir)[0]
+			must(t, os.Remove(p))
+			return p
+		}, "missing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := seedDataDir(t)
+			dir := seedDataDir(t, tc.format)
 			file := tc.damage(t, dir)
 			var err error
 			func() {
@@ -144,6 +188,46 @@ func TestDamagedDataDirRefusesToStart(t *testing.T) {
 			}
 			t.Log(err)
 		})
+	}
+}
+
+// segments lists the WAL's segment files, oldest first (at least two:
+// one sealed and the tail).
+func segments(t *testing.T, dir string) []string {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
+	must(t, err)
+	sort.Strings(segs)
+	if len(segs) < 2 {
+		t.Fatalf("the seeded WAL has %d segments, want a sealed one and a tail", len(segs))
+	}
+	return segs
+}
+
+// flip inverts one byte of a file.
+func flip(t *testing.T, p string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	must(t, err)
+	defer f.Close()
+	b := make([]byte, 1)
+	_, err = f.ReadAt(b, off)
+	must(t, err)
+	b[0] ^= 0xff
+	_, err = f.WriteAt(b, off)
+	must(t, err)
+}
+
+// garbage overwrites every 4 KiB page of a file from off on.
+func garbage(t *testing.T, p string, from int64) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	must(t, err)
+	defer f.Close()
+	fi, _ := f.Stat()
+	g := []byte(strings.Repeat("\xde\xad\xbe\xef", 1024))
+	for off := from; off < fi.Size(); off += 4096 {
+		_, _ = f.WriteAt(g, off)
 	}
 }
 

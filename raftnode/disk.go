@@ -8,7 +8,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 // ErrDiskFull marks a write that failed because the data dir's filesystem
@@ -50,23 +49,23 @@ func (d *diskWatch) err() error {
 	return nil
 }
 
-// watchedStore is the bbolt log and stable store with its write errors
-// checked for ENOSPC.
+// watchedStore is the log and stable store with its write errors checked
+// for ENOSPC.
 type watchedStore struct {
-	*raftboltdb.BoltStore
+	logStore
 	d *diskWatch
 }
 
-func (s watchedStore) StoreLog(l *raft.Log) error { return s.d.note(s.BoltStore.StoreLog(l)) }
+func (s watchedStore) StoreLog(l *raft.Log) error { return s.d.note(s.logStore.StoreLog(l)) }
 func (s watchedStore) StoreLogs(l []*raft.Log) error {
-	return s.d.note(s.BoltStore.StoreLogs(l))
+	return s.d.note(s.logStore.StoreLogs(l))
 }
 func (s watchedStore) DeleteRange(lo, hi uint64) error {
-	return s.d.note(s.BoltStore.DeleteRange(lo, hi))
+	return s.d.note(s.logStore.DeleteRange(lo, hi))
 }
-func (s watchedStore) Set(k, v []byte) error { return s.d.note(s.BoltStore.Set(k, v)) }
+func (s watchedStore) Set(k, v []byte) error { return s.d.note(s.logStore.Set(k, v)) }
 func (s watchedStore) SetUint64(k []byte, v uint64) error {
-	return s.d.note(s.BoltStore.SetUint64(k, v))
+	return s.d.note(s.logStore.SetUint64(k, v))
 }
 
 // watchedSnapshots checks snapshot writes for ENOSPC.

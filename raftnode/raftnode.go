@@ -1,5 +1,5 @@
-// Package raftnode wires hashicorp/raft for Grackle: a bbolt log and stable
-// store, a file snapshot store and a TCP (or peer TLS) transport in the data dir,
+// Package raftnode wires hashicorp/raft for Grackle: a log and stable store
+// (raft-wal, or bbolt for older data dirs; logstore.go), a file snapshot store and a TCP (or peer TLS) transport in the data dir,
 // bootstrap of a new cluster, and leadership notifications. It knows
 // nothing about the API it replicates.
 package raftnode
@@ -9,14 +9,11 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/grackle-coord/grackle/tlsutil"
 )
@@ -50,6 +47,11 @@ type Config struct {
 	SnapshotInterval   time.Duration
 	TrailingLogs       uint64
 	SnapshotsRetained  int
+
+	// LogStore is the format of a new data dir's Raft log: LogStoreWAL
+	// (the default when empty) or LogStoreBolt. A data dir that already
+	// holds a log keeps its format.
+	LogStore string
 
 	// PeerTLS, when set, authenticates every Raft connection both ways
 	// with the peer certificate and CA. Without it Raft traffic is
@@ -91,7 +93,11 @@ type Node struct {
 	// ShutdownTimeout bounds Close (default DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
 
-	store    *raftboltdb.BoltStore
+	// LogFormat is the format of this node's Raft log (LogStoreWAL or
+	// LogStoreBolt).
+	LogFormat string
+
+	store    logStore
 	disk     *diskWatch
 	shutdown func() raft.Future // default Raft.Shutdown (tests replace it)
 }
@@ -134,16 +140,16 @@ func New(cfg Config) (*Node, error) {
 	notify := make(chan bool, 16)
 	rc.NotifyCh = notify
 
+	format, err := chooseFormat(cfg.DataDir, cfg.LogStore)
+	if err != nil {
+		return nil, fmt.Errorf("raftnode: %w", err)
+	}
 	if err := checkDataDir(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("raftnode: %w", err)
 	}
-	// NoFreelistSync keeps the log store's commits small (Consul, rqlite).
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(cfg.DataDir, "raft.db"),
-		BoltOptions: &bolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true},
-	})
+	store, err := openLogStore(cfg.DataDir, format, cfg.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("raftnode: open raft.db (is another node using %s?): %w", cfg.DataDir, err)
+		return nil, fmt.Errorf("raftnode: %w", err)
 	}
 	retain := cfg.SnapshotsRetained
 	if retain <= 0 {
@@ -172,13 +178,13 @@ func New(cfg Config) (*Node, error) {
 	}
 	trans := raft.NewNetworkTransportWithLogger(stream, 5, 10*time.Second, cfg.Logger.Named("transport"))
 	disk := &diskWatch{dir: cfg.DataDir, log: cfg.Logger}
-	n := &Node{Transport: trans, LeaderNotify: notify, ID: cfg.NodeID, Addr: trans.LocalAddr(), store: store, disk: disk, Contacts: newContacts()}
-	ws := watchedStore{BoltStore: store, d: disk}
+	n := &Node{Transport: trans, LeaderNotify: notify, ID: cfg.NodeID, Addr: trans.LocalAddr(), LogFormat: format, store: store, disk: disk, Contacts: newContacts()}
+	ws := watchedStore{logStore: store, d: disk}
 	// The leader reads every entry back to replicate it (and a follower the
-	// previous entry to check it): from bbolt that is a read transaction
-	// and a msgpack decoding per entry per follower. The cache answers
+	// previous entry to check it): from the store that is a read and a
+	// decoding per entry per follower. The cache answers
 	// them from memory for the last logCacheSize entries (Consul does the
-	// same); writes still go to bbolt, and are cached only once stored.
+	// same); writes still go to the store, and are cached only once stored.
 	logs, err := raft.NewLogCache(logCacheSize, ws)
 	if err != nil {
 		store.Close()

@@ -5,13 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	bolt "go.etcd.io/bbolt"
 )
 
 // ErrHasState is returned by Seed when the data dir already holds Raft
@@ -24,6 +20,7 @@ var ErrHasState = errors.New("raftnode: the data dir already holds raft state")
 // member of the new cluster is seeded from the same snapshot with the
 // same members; they then start without --initial-members bootstrapping
 // (the snapshot carries the configuration) and elect a leader.
+// The new log is in the default format (LogStoreWAL).
 func Seed(dataDir string, index, term uint64, members []Peer, data io.Reader) error {
 	if len(members) == 0 {
 		return errors.New("raftnode: seed needs at least one member")
@@ -34,12 +31,13 @@ func Seed(dataDir string, index, term uint64, members []Peer, data io.Reader) er
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return fmt.Errorf("raftnode: data dir: %w", err)
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(dataDir, "raft.db"),
-		BoltOptions: &bolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true},
-	})
+	format, err := chooseFormat(dataDir, "")
 	if err != nil {
-		return fmt.Errorf("raftnode: open raft.db (is a node using %s?): %w", dataDir, err)
+		return fmt.Errorf("raftnode: %w", err)
+	}
+	store, err := openLogStore(dataDir, format, hclog.NewNullLogger())
+	if err != nil {
+		return fmt.Errorf("raftnode: %w", err)
 	}
 	defer store.Close()
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dataDir, 2, hclog.NewNullLogger())

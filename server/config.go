@@ -71,6 +71,11 @@ type Config struct {
 	SnapshotThreshold  uint64
 	SnapshotInterval   time.Duration
 	TrailingLogs       uint64
+	// RaftLogStore is the format of a new data dir's Raft log: "wal" (the
+	// default: raft-wal, one fsync per append) or "bolt" (one bbolt file,
+	// raft.db, as every data dir made before raft-wal). A data dir that
+	// already holds a log keeps its format (raftnode/logstore.go).
+	RaftLogStore string
 
 	// TLS of the client API, gRPC and HTTP ports (both files, or neither:
 	// plaintext). With TLSClientCAFile clients must present a certificate

@@ -186,7 +186,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		InitialMembers: peers, Bootstrap: cfg.Join == "",
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
 		CommitTimeout: cfg.CommitTimeout, SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
-		TrailingLogs: cfg.TrailingLogs, FSM: watch.Observe(met.ObserveFSM(f), feed), Logger: log,
+		TrailingLogs: cfg.TrailingLogs, LogStore: cfg.RaftLogStore, FSM: watch.Observe(met.ObserveFSM(f), feed), Logger: log,
 		PeerTLS: sec.peer, MaxConns: cfg.MaxConnections, HandshakeTimeout: cfg.HandshakeTimeout,
 		Opened: met.SetStartIndex,
 	})
@@ -196,6 +196,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		return nil, err
 	}
 	raftPtr.Store(node.Raft)
+	log.Info("opened the Raft log", "format", node.LogFormat, "data_dir", cfg.DataDir)
 	checker := aclChecker{on: cfg.ACL, c: &acl.Checker{Tokens: f, Unsure: behindOnTokens(node.Raft, cfg.NodeID)}}
 	node.ShutdownTimeout = cfg.ShutdownTimeout
 	// One connection per other member, shared by forwarding, watch relays

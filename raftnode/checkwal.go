@@ -1,0 +1,182 @@
+package raftnode
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
+	bolt "go.etcd.io/bbolt"
+)
+
+// checkWAL checks a raft-wal log before raft-wal opens it. raft-wal itself
+// trusts its files more than a node may: it recreates a missing tail
+// segment empty, it takes a truncated tail for a torn write and drops
+// what was cut off, and it reads sealed segments without their
+// checksums. Each of those would start the node on a log that lost
+// acknowledged entries. So, for every segment the metadata lists:
+//
+//   - the file must exist and be at least its preallocated size (raft-wal
+//     preallocates every segment, so a shorter file was cut);
+//   - its header must name the segment;
+//   - every batch of records must match the CRC of its commit frame, but
+//     for the tail's last one, which may be a torn write the crash
+//     interrupted before it was acknowledged.
+//
+// The format is raft-wal's segment/format.go (version 0): a 32-byte file
+// header, then 8-byte-aligned frames of an 8-byte header (type, 3 zero
+// bytes, then the payload length or, for a commit frame, the CRC-32C of
+// every byte since the previous commit frame).
+func checkWAL(dir string, snaps []string) error {
+	meta := filepath.Join(dir, metadb.FileName)
+	fi, err := os.Stat(meta)
+	switch {
+	case errors.Is(err, os.ErrNotExist) || (err == nil && fi.Size() == 0):
+		if len(snaps) > 0 {
+			return damaged(meta, "missing or empty beside snapshot %s: the Raft log and the vote (current term) are lost", snaps[0])
+		}
+		return nil // a node that stopped before its first write
+	case err != nil:
+		return fmt.Errorf("%s: %w", meta, err)
+	}
+	var state types.PersistentState
+	if err := checkBolt(meta, metadb.MetaBucket, metadb.StableBucket, len(snaps) > 0, func(tx *bolt.Tx) error {
+		raw := tx.Bucket([]byte(metadb.MetaBucket)).Get([]byte(metadb.MetaKey))
+		if raw == nil {
+			return nil
+		}
+		if err := json.Unmarshal(raw, &state); err != nil {
+			return damaged(meta, "its segment list does not decode: %v", err)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for i, si := range state.Segments {
+		tail := i == len(state.Segments)-1
+		if tail != si.SealTime.IsZero() {
+			return damaged(meta, "segment %d is sealed=%v but is %s of %d", si.ID, !si.SealTime.IsZero(), map[bool]string{true: "the last", false: "not the last"}[tail], len(state.Segments))
+		}
+		if err := checkSegment(filepath.Join(dir, segment.FileName(si)), si, tail); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const (
+	walHeaderLen = 32
+	walFrameLen  = 8
+	walMagic     = 0x58eb6b0d
+	frameEntry   = 1
+	frameIndex   = 2
+	frameCommit  = 3
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func checkSegment(path string, si types.SegmentInfo, tail bool) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return damaged(path, "missing: the metadata lists segment %d (entries from %d) and its entries are lost", si.ID, si.BaseIndex)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if si.SizeLimit > 0 && fi.Size() < int64(si.SizeLimit) {
+		return damaged(path, "%d bytes where the segment was preallocated to %d (truncated)", fi.Size(), si.SizeLimit)
+	}
+	r := bufio.NewReaderSize(f, 1<<20)
+	hdr := make([]byte, walHeaderLen)
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		return damaged(path, "no segment header: %v", err)
+	}
+	if binary.LittleEndian.Uint64(hdr[0:8]) != walMagic {
+		if tail && allZero(hdr) {
+			return nil // created, never committed to: raft-wal starts it afresh
+		}
+		return damaged(path, "not a raft-wal segment (bad magic or version)")
+	}
+	if base, id := binary.LittleEndian.Uint64(hdr[8:16]), binary.LittleEndian.Uint64(hdr[16:24]); base != si.BaseIndex || id != si.ID {
+		return damaged(path, "its header names segment %d from index %d, the metadata %d from %d", id, base, si.ID, si.BaseIndex)
+	}
+	crc := crc32.Update(0, castagnoli, hdr) // the first batch covers the header
+	var off int64 = walHeaderLen
+	entries, committed := 0, 0
+	badCommit := int64(-1) // offset of a commit frame whose CRC did not match
+	fh := make([]byte, walFrameLen)
+	buf := make([]byte, 64<<10)
+	for off+walFrameLen <= fi.Size() {
+		if _, err := io.ReadFull(r, fh); err != nil {
+			return damaged(path, "unreadable at offset %d: %v", off, err)
+		}
+		typ, n := fh[0], binary.LittleEndian.Uint32(fh[4:8])
+		if typ == 0 && allZero(fh) {
+			break // the end of what was written
+		}
+		if fh[1] != 0 || fh[2] != 0 || fh[3] != 0 || typ > frameCommit || typ == 0 {
+			return damaged(path, "a corrupt frame header at offset %d", off)
+		}
+		if typ == frameCommit {
+			if badCommit >= 0 {
+				return damaged(path, "the records before offset %d do not match their checksum", badCommit)
+			}
+			if n != crc {
+				badCommit = off
+			} else {
+				committed = entries
+			}
+			crc = 0
+			off += walFrameLen
+			continue
+		}
+		crc = crc32.Update(crc, castagnoli, fh)
+		size := int64(n) + int64((walFrameLen-n%walFrameLen)%walFrameLen)
+		if off+walFrameLen+size > fi.Size() {
+			return damaged(path, "a record at offset %d of %d bytes runs past the end of the file", off, n)
+		}
+		for left := size; left > 0; {
+			k := min(left, int64(len(buf)))
+			if _, err := io.ReadFull(r, buf[:k]); err != nil {
+				return damaged(path, "unreadable at offset %d: %v", off, err)
+			}
+			crc = crc32.Update(crc, castagnoli, buf[:k])
+			left -= k
+		}
+		if typ == frameEntry {
+			entries++
+		}
+		off += walFrameLen + size
+	}
+	if badCommit >= 0 && !tail {
+		return damaged(path, "the records before offset %d do not match their checksum", badCommit)
+	}
+	// A torn last batch of the tail was never acknowledged; raft-wal drops
+	// it. Anything else must hold the entries the metadata says it does.
+	if !tail && si.MaxIndex >= si.BaseIndex && uint64(committed) < si.MaxIndex-si.BaseIndex+1 {
+		return damaged(path, "holds %d committed entries where the metadata records %d to %d", committed, si.BaseIndex, si.MaxIndex)
+	}
+	return nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,69 @@
+package raftnode
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+func startFormat(dir, format string) (*Node, error) {
+	return New(Config{NodeID: "n1", DataDir: dir, BindAddr: "127.0.0.1:0", Bootstrap: true, LogStore: format,
+		FSM: &raft.MockFSM{}, Logger: hclog.NewNullLogger()})
+}
+
+// A new data dir gets the WAL unless told otherwise; a data dir keeps the
+// format it was made with whatever the setting says.
+func TestLogStoreFormatIsTheDataDirs(t *testing.T) {
+	for _, tc := range []struct{ first, second, want string }{
+		{"", "", LogStoreWAL},
+		{LogStoreBolt, "", LogStoreBolt},
+		{LogStoreBolt, LogStoreWAL, LogStoreBolt},
+		{LogStoreWAL, LogStoreBolt, LogStoreWAL},
+	} {
+		dir := t.TempDir()
+		for i, f := range []string{tc.first, tc.second} {
+			n, err := startFormat(dir, f)
+			if err != nil {
+				t.Fatalf("start %d (%q): %v", i, f, err)
+			}
+			if n.LogFormat != tc.want {
+				t.Errorf("made with %q, started with %q: format %q, want %q", tc.first, f, n.LogFormat, tc.want)
+			}
+			must(t, n.Close())
+		}
+		if _, err := os.Stat(filepath.Join(dir, map[string]string{LogStoreWAL: "raft.db", LogStoreBolt: "wal"}[tc.want])); err == nil {
+			t.Errorf("a %s data dir also holds the other format's files", tc.want)
+		}
+	}
+}
+
+func TestLogStoreRefusesUnknownAndMixed(t *testing.T) {
+	if _, err := startFormat(t.TempDir(), "rocks"); !errors.Is(err, ErrLogStore) || !strings.Contains(err.Error(), `"wal" or "bolt"`) {
+		t.Errorf("unknown format: %v", err)
+	}
+	dir := t.TempDir()
+	n, err := startFormat(dir, LogStoreWAL)
+	must(t, err)
+	must(t, n.Close())
+	must(t, os.WriteFile(filepath.Join(dir, "raft.db"), nil, 0o600))
+	if _, err := startFormat(dir, ""); !errors.Is(err, ErrDamagedDataDir) || !strings.Contains(err.Error(), "holds both") {
+		t.Errorf("both formats: %v", err)
+	}
+}
+
+// Two nodes never share a WAL: the second fails, naming the lock, instead
+// of hanging on raft-wal's metadata file.
+func TestWALDataDirIsLocked(t *testing.T) {
+	dir := t.TempDir()
+	n, err := startFormat(dir, LogStoreWAL)
+	must(t, err)
+	defer n.Close()
+	if _, err := startFormat(dir, LogStoreWAL); err == nil || !strings.Contains(err.Error(), "another node using this data dir") {
+		t.Fatalf("second node on the same dir: %v", err)
+	}
+}
