@@ -19,6 +19,8 @@ func seedDataDir(t *testing.T, format string) string {
 	t.Helper()
 	dir := t.TempDir()
 	n, err := New(Config{NodeID: "n1", DataDir: dir, BindAddr: "127.0.0.1:0", Bootstrap: true, LogStore: format,
+		// Small segments, so that the WAL's log spans sealed segments and a tail.
+		WALSegmentSize:   64 << 10,
 		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond, LeaderLeaseTimeout: 50 * time.Millisecond,
 		FSM: &raft.MockFSM{}, Logger: hclog.NewNullLogger()})
 	if err != nil {
@@ -68,9 +70,6 @@ func newestSnapshot(t *testing.T, dir string) string {
 // A damaged data dir refuses to start with an error that names the file
 // and what is wrong: never a panic, never a silent start on partial state.
 func TestDamagedDataDirRefusesToStart(t *testing.T) {
-	// Small segments, so that the WAL's log spans sealed segments and a tail.
-	defer func(s int) { walSegmentSize = s }(walSegmentSize)
-	walSegmentSize = 64 << 10
 	for _, format := range []string{LogStoreBolt, LogStoreWAL} {
 		if err := restart(seedDataDir(t, format)); err != nil {
 			t.Fatalf("an intact %s data dir: %v", format, err)

@@ -96,12 +96,30 @@ func checkSegment(path string, si types.SegmentInfo, tail bool) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if si.SizeLimit > 0 && fi.Size() < int64(si.SizeLimit) {
+	short := si.SizeLimit > 0 && fi.Size() < int64(si.SizeLimit)
+	truncated := func() error {
 		return damaged(path, "%d bytes where the segment was preallocated to %d (truncated)", fi.Size(), si.SizeLimit)
+	}
+	if short && !tail {
+		return truncated()
+	}
+	// A tail shorter than its preallocation that holds no commit is the
+	// file of a rotation whose preallocation failed (a full disk): raft-wal
+	// created it, could not size it, and wrote nothing to it. It is
+	// removed, so that raft-wal starts it again, preallocated.
+	startAgain := func() error {
+		f.Close()
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("remove the empty tail segment %s: %w", path, err)
+		}
+		return nil
 	}
 	r := bufio.NewReaderSize(f, 1<<20)
 	hdr := make([]byte, walHeaderLen)
 	if _, err := io.ReadFull(r, hdr); err != nil {
+		if short {
+			return startAgain()
+		}
 		return damaged(path, "no segment header: %v", err)
 	}
 	if binary.LittleEndian.Uint64(hdr[0:8]) != walMagic {
@@ -115,7 +133,7 @@ func checkSegment(path string, si types.SegmentInfo, tail bool) error {
 	}
 	crc := crc32.Update(0, castagnoli, hdr) // the first batch covers the header
 	var off int64 = walHeaderLen
-	entries, committed := 0, 0
+	entries, committed, commits := 0, 0, 0
 	badCommit := int64(-1) // offset of a commit frame whose CRC did not match
 	fh := make([]byte, walFrameLen)
 	buf := make([]byte, 64<<10)
@@ -131,6 +149,7 @@ func checkSegment(path string, si types.SegmentInfo, tail bool) error {
 			return damaged(path, "a corrupt frame header at offset %d", off)
 		}
 		if typ == frameCommit {
+			commits++
 			if badCommit >= 0 {
 				return damaged(path, "the records before offset %d do not match their checksum", badCommit)
 			}
@@ -146,6 +165,9 @@ func checkSegment(path string, si types.SegmentInfo, tail bool) error {
 		crc = crc32.Update(crc, castagnoli, fh)
 		size := int64(n) + int64((walFrameLen-n%walFrameLen)%walFrameLen)
 		if off+walFrameLen+size > fi.Size() {
+			if short {
+				break // judged below, as a short tail
+			}
 			return damaged(path, "a record at offset %d of %d bytes runs past the end of the file", off, n)
 		}
 		for left := size; left > 0; {
@@ -160,6 +182,12 @@ func checkSegment(path string, si types.SegmentInfo, tail bool) error {
 			entries++
 		}
 		off += walFrameLen + size
+	}
+	if short {
+		if commits == 0 {
+			return startAgain()
+		}
+		return truncated()
 	}
 	if badCommit >= 0 && !tail {
 		return damaged(path, "the records before offset %d do not match their checksum", badCommit)

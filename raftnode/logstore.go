@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -13,6 +14,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/types"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -90,8 +92,9 @@ func chooseFormat(dir, want string) (string, error) {
 	return want, nil
 }
 
-// openLogStore opens (or creates) the store of the given format in dir.
-func openLogStore(dir, format string, log hclog.Logger) (logStore, error) {
+// openLogStore opens (or creates) the store of the given format in dir;
+// segmentSize is the WAL's (0: DefaultWALSegmentSize).
+func openLogStore(dir, format string, segmentSize int, log hclog.Logger) (logStore, error) {
 	switch format {
 	case LogStoreBolt:
 		// NoFreelistSync keeps the log store's commits small (Consul, rqlite).
@@ -116,9 +119,9 @@ func openLogStore(dir, format string, log hclog.Logger) (logStore, error) {
 		if err != nil {
 			return nil, err
 		}
-		size := wal.DefaultSegmentSize
-		if walSegmentSize > 0 {
-			size = walSegmentSize
+		size := DefaultWALSegmentSize
+		if segmentSize > 0 {
+			size = segmentSize
 		}
 		// The metadata store is ours to close: WAL.Close leaves it open
 		// (raft-wal v0.4.0), and a node restarted in the same process
@@ -130,23 +133,64 @@ func openLogStore(dir, format string, log hclog.Logger) (logStore, error) {
 			unlock()
 			return nil, fmt.Errorf("open the Raft log in %s: %w", d, err)
 		}
-		return walStore{WAL: w, meta: meta, unlock: unlock}, nil
+		return &walStore{WAL: w, meta: meta, unlock: unlock, dir: d,
+			reserve: uint64(size) + walReserveSlack}, nil
 	}
 	return nil, fmt.Errorf("%w %q", ErrLogStore, format)
 }
 
-// walSegmentSize overrides raft-wal's segment size (64 MiB) in tests, so
-// that a small log spans several segments.
-var walSegmentSize int
+// DefaultWALSegmentSize is the size of a WAL segment file (raft-wal's
+// default): each is preallocated whole when it is started.
+const DefaultWALSegmentSize = 64 << 20
 
-// walStore is raft-wal plus the data dir lock it holds.
+// walReserveSlack is free space kept beyond one segment: the metadata
+// file's growth, and the snapshot that may be written meanwhile begins.
+const walReserveSlack = 1 << 20
+
+// walStore is raft-wal plus the data dir lock it holds, and a guard for
+// the one write raft-wal cannot fail cleanly: starting the next segment.
+// raft-wal preallocates a segment when it starts it, so appends within a
+// segment never run out of space; but when the preallocation of the next
+// one fails (a full disk), raft-wal only logs it and every later append
+// fails with ErrSealed until a restart. So an append is refused, as a
+// full disk, while less than a segment (plus walReserveSlack) is free:
+// then the rotation never lacks the space, and appends resume by
+// themselves once space is freed.
 type walStore struct {
 	*wal.WAL
-	meta   *metadb.BoltMetaDB
-	unlock func()
+	meta    *metadb.BoltMetaDB
+	unlock  func()
+	dir     string
+	reserve uint64
 }
 
-func (s walStore) Close() error {
+func (s *walStore) roomFor() error {
+	free, ok := freeBytes(s.dir)
+	if ok && free < s.reserve {
+		return fmt.Errorf("the Raft log keeps %d bytes free in %s for its next segment, and %d are: %w", s.reserve, s.dir, free, syscall.ENOSPC)
+	}
+	return nil
+}
+
+func (s *walStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
+
+func (s *walStore) StoreLogs(logs []*raft.Log) error {
+	if err := s.roomFor(); err != nil {
+		return err
+	}
+	err := s.WAL.StoreLogs(logs)
+	if errors.Is(err, types.ErrSealed) {
+		// The rotation failed (another process filled the disk between
+		// the check and the rotation): raft-wal logged why.
+		err = fmt.Errorf("the Raft log in %s could not start its next segment (raft-wal's rotate error is in the log); restart the node once the disk has space: %w", s.dir, err)
+		if room := s.roomFor(); room != nil {
+			err = fmt.Errorf("%w; %w", err, room)
+		}
+	}
+	return err
+}
+
+func (s *walStore) Close() error {
 	err := errors.Join(s.WAL.Close(), s.meta.Close())
 	s.unlock()
 	return err

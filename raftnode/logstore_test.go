@@ -67,3 +67,31 @@ func TestWALDataDirIsLocked(t *testing.T) {
 		t.Fatalf("second node on the same dir: %v", err)
 	}
 }
+
+// A tail segment shorter than its preallocation that holds no commit is
+// what a rotation into a full disk leaves: the restart starts it again,
+// preallocated, instead of calling the data dir damaged.
+func TestWALEmptyShortTailStartsAgain(t *testing.T) {
+	dir := t.TempDir()
+	n, err := New(Config{NodeID: "n1", DataDir: dir, BindAddr: "127.0.0.1:0", FSM: &raft.MockFSM{}, Logger: hclog.NewNullLogger(), WALSegmentSize: 64 << 10})
+	must(t, err)
+	must(t, n.Close())
+	segs, err := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
+	must(t, err)
+	if len(segs) != 1 {
+		t.Fatalf("segments %v, want one", segs)
+	}
+	must(t, os.Truncate(segs[0], 0))
+	n, err = startFormat(dir, "")
+	if err != nil {
+		t.Fatalf("restart after a failed preallocation: %v", err)
+	}
+	defer n.Close()
+	segs, _ = filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
+	if len(segs) != 1 {
+		t.Fatalf("segments after the restart %v, want one", segs)
+	}
+	if fi, err := os.Stat(segs[0]); err != nil || fi.Size() < 64<<10 {
+		t.Fatalf("the tail was not preallocated again: %v %v", fi.Size(), err)
+	}
+}

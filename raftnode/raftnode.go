@@ -52,6 +52,11 @@ type Config struct {
 	// (the default when empty) or LogStoreBolt. A data dir that already
 	// holds a log keeps its format.
 	LogStore string
+	// WALSegmentSize is the size of each WAL segment file (0:
+	// DefaultWALSegmentSize). The node keeps one segment plus 1 MiB free
+	// on the data dir's filesystem and refuses appends, as a full disk,
+	// below that (logstore.go).
+	WALSegmentSize int
 
 	// PeerTLS, when set, authenticates every Raft connection both ways
 	// with the peer certificate and CA. Without it Raft traffic is
@@ -147,7 +152,7 @@ func New(cfg Config) (*Node, error) {
 	if err := checkDataDir(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("raftnode: %w", err)
 	}
-	store, err := openLogStore(cfg.DataDir, format, cfg.Logger)
+	store, err := openLogStore(cfg.DataDir, format, cfg.WALSegmentSize, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("raftnode: %w", err)
 	}

@@ -35,7 +35,7 @@ func Seed(dataDir string, index, term uint64, members []Peer, data io.Reader) er
 	if err != nil {
 		return fmt.Errorf("raftnode: %w", err)
 	}
-	store, err := openLogStore(dataDir, format, hclog.NewNullLogger())
+	store, err := openLogStore(dataDir, format, 0, hclog.NewNullLogger())
 	if err != nil {
 		return fmt.Errorf("raftnode: %w", err)
 	}

@@ -76,6 +76,10 @@ type Config struct {
 	// raft.db, as every data dir made before raft-wal). A data dir that
 	// already holds a log keeps its format (raftnode/logstore.go).
 	RaftLogStore string
+	// RaftWALSegmentSize is the size in bytes of each WAL segment file (0:
+	// 64 MiB). A WAL node keeps one segment plus 1 MiB free on the data
+	// dir's filesystem: below that it refuses appends as a full disk.
+	RaftWALSegmentSize int
 
 	// TLS of the client API, gRPC and HTTP ports (both files, or neither:
 	// plaintext). With TLSClientCAFile clients must present a certificate

@@ -80,6 +80,9 @@ func TestDiskFullIsNamed(t *testing.T) {
 	cfg.DataDir = filepath.Join(dir, "data")
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.SnapshotThreshold = 1 << 30 // no snapshot during the test
+	// Segments that fit the 4 MiB filesystem several times: the WAL starts
+	// new ones while the disk fills (and keeps one free).
+	cfg.RaftWALSegmentSize = 256 << 10
 	s, err := server.Start(cfg, bufLogger(&logs))
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +99,10 @@ func TestDiskFullIsNamed(t *testing.T) {
 		return err
 	})
 
-	filler := fill(t, dir, 128<<10)
+	// Room for a few segments beyond the one the WAL keeps free (256 KiB
+	// plus 1 MiB): writes go on while the WAL starts segments, until it
+	// would start one into its reserve.
+	filler := fill(t, dir, (256<<10)+(1<<20)+(600<<10))
 	desc := strings.Repeat("d", 1000)
 	var acked []string
 	var full error

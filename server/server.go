@@ -186,7 +186,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		InitialMembers: peers, Bootstrap: cfg.Join == "",
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
 		CommitTimeout: cfg.CommitTimeout, SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
-		TrailingLogs: cfg.TrailingLogs, LogStore: cfg.RaftLogStore, FSM: watch.Observe(met.ObserveFSM(f), feed), Logger: log,
+		TrailingLogs: cfg.TrailingLogs, LogStore: cfg.RaftLogStore, WALSegmentSize: cfg.RaftWALSegmentSize, FSM: watch.Observe(met.ObserveFSM(f), feed), Logger: log,
 		PeerTLS: sec.peer, MaxConns: cfg.MaxConnections, HandshakeTimeout: cfg.HandshakeTimeout,
 		Opened: met.SetStartIndex,
 	})

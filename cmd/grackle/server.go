@@ -88,6 +88,7 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	durationVar(fs, &cfg.SnapshotInterval, "snapshot-interval", cfg.SnapshotInterval, "how often Raft checks whether to snapshot")
 	fs.Uint64Var(&cfg.TrailingLogs, "trailing-logs", cfg.TrailingLogs, "Raft log entries kept after a snapshot")
 	fs.StringVar(&cfg.RaftLogStore, "raft-log-store", cfg.RaftLogStore, `format of a new data dir's Raft log: "wal" (segment files in wal/, one fsync per append) or "bolt" (raft.db); an existing data dir keeps its own (default "wal")`)
+	fs.IntVar(&cfg.RaftWALSegmentSize, "raft-wal-segment-size", cfg.RaftWALSegmentSize, "bytes of each WAL segment file, preallocated when started; the node refuses writes as a full disk while less than one segment plus 1 MiB is free (0: 64 MiB)")
 
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", cfg.TLSCertFile, "serve the client API (gRPC and HTTP) with TLS: certificate file (PEM)")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", cfg.TLSKeyFile, "the API certificate's private key file (PEM)")

@@ -5,3 +5,6 @@ package raftnode
 // lockDir is a no-op where flock is missing: raft-wal's own metadata
 // file is the only guard there.
 func lockDir(string) (func(), error) { return func() {}, nil }
+
+// freeBytes is unknown here.
+func freeBytes(string) (uint64, bool) { return 0, false }

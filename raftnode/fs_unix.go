@@ -35,3 +35,13 @@ func lockDir(dir string) (unlock func(), err error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// freeBytes is the space free to this process on dir's filesystem (false:
+// unknown).
+func freeBytes(dir string) (uint64, bool) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, false
+	}
+	return st.Bavail * uint64(st.Bsize), true
+}
