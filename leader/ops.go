@@ -116,10 +116,17 @@ func (t *Term) Acquire(ctx context.Context, r AcquireRequest) (resp *pb.AcquireS
 		}
 	}
 	nonBlocking := r.Timeout == 0
+	pctx := ctx
+	if behind && !nonBlocking {
+		// It queues behind other waiters: its answer comes with a grant,
+		// not with its own entry, which may wait a little to ride with
+		// the next release's (packerConfig.LazyDelay).
+		pctx = waitsAnyway(ctx)
+	}
 	// The waiter takes its own command's result before any later result
 	// reaches a caller: a releaser whose release applied after this acquire
 	// finds it waiting, and its next acquire queues behind it (FIFO).
-	res, _ := t.proposeThen(ctx, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Queued: behind, Grant: grant}}},
+	res, _ := t.proposeThen(pctx, &fsmpb.Command{Op: &fsmpb.Command_Acquire{Acquire: &fsmpb.Acquire{Queued: behind, Grant: grant}}},
 		func(res *fsm.Result, err error) { t.q.acquired(w, res, err, nonBlocking) })
 	if res != nil {
 		index = res.Index

@@ -38,6 +38,16 @@ type packerConfig struct {
 	MaxBytes    int
 	// ApplyTimeout bounds the wait for Raft to accept an entry (default 10 s).
 	ApplyTimeout time.Duration
+	// LazyDelay (default DefaultLazyDelay; negative: off) is how long a
+	// lazy command may wait for company: an acquire that will queue behind
+	// other waiters anyway (a waiting acquire's answer comes with its
+	// grant, not with its own entry). While only lazy commands wait they
+	// go out with the next other command, or alone after LazyDelay; so a
+	// holder's new acquire rides in the entry of the next release instead
+	// of taking an entry (an fsync and a replication round on every member)
+	// of its own, that the release would then wait behind. Arrival order,
+	// and so FIFO, is unchanged: lazy commands stay in the queue in place.
+	LazyDelay time.Duration
 	// MaxQueued bounds the commands waiting for an entry slot (default
 	// DefaultMaxQueued). A client command arriving at a full queue is
 	// refused at once (errQueueFull: never proposed), so a flood of writes
@@ -46,6 +56,11 @@ type packerConfig struct {
 	// queued: they are few, and refusing them would stall waiters.
 	MaxQueued int
 }
+
+// DefaultLazyDelay is the default packerConfig.LazyDelay: about two
+// commits on the reference machine, so a lazy command seldom goes alone
+// when a hand-off is near, and a lone waiter is delayed little.
+const DefaultLazyDelay = 2 * time.Millisecond
 
 // DefaultMaxQueued is the default bound of a packer's queue: at 512
 // commands an entry, about twenty entries' worth.
@@ -82,6 +97,9 @@ type proposal struct {
 	data []byte
 	// urgent: the command hands permits over (see OrdinaryInFlight).
 	urgent bool
+	// lazyUntil, when set, is until when the command may wait for company
+	// (see LazyDelay).
+	lazyUntil time.Time
 	// then, when set, runs with the outcome before any caller of this or a
 	// later entry is woken (see completions).
 	then func(*fsm.Result, error)
@@ -126,6 +144,9 @@ func newPacker(r applier, cfg packerConfig) *packer {
 	if cfg.MaxQueued <= 0 {
 		cfg.MaxQueued = DefaultMaxQueued
 	}
+	if cfg.LazyDelay == 0 {
+		cfg.LazyDelay = DefaultLazyDelay
+	}
 	p := &packer{r: r, cfg: cfg, wake: make(chan struct{}, 1),
 		inflight: make(chan inflight, cfg.MaxInFlight), stop: make(chan struct{})}
 	p.wg.Add(2)
@@ -154,7 +175,21 @@ func newPacker(r applier, cfg packerConfig) *packer {
 // fails at once with errQueueFull, then run first: it never entered the
 // queue, so the order of those queued is untouched.
 func (p *packer) propose(ctx context.Context, data []byte, urgent, bounded bool, then func(*fsm.Result, error)) (*fsm.Result, error) {
-	pr := &proposal{data: data, urgent: urgent, then: then, done: make(chan outcome, 1)}
+	return p.submit(ctx, &proposal{data: data, urgent: urgent, then: then, done: make(chan outcome, 1)}, bounded)
+}
+
+// proposeLazy is propose for a lazy command (see LazyDelay): one that
+// hands nothing over and whose caller waits for more than its own result.
+func (p *packer) proposeLazy(ctx context.Context, data []byte, bounded bool, then func(*fsm.Result, error)) (*fsm.Result, error) {
+	pr := &proposal{data: data, then: then, done: make(chan outcome, 1)}
+	if p.cfg.LazyDelay > 0 {
+		pr.lazyUntil = time.Now().Add(p.cfg.LazyDelay)
+	}
+	return p.submit(ctx, pr, bounded)
+}
+
+func (p *packer) submit(ctx context.Context, pr *proposal, bounded bool) (*fsm.Result, error) {
+	urgent := pr.urgent
 	p.mu.Lock()
 	if p.stopped {
 		p.mu.Unlock()
@@ -234,17 +269,27 @@ func (p *packer) shutdown() {
 func (p *packer) run() {
 	defer p.wg.Done()
 	defer close(p.inflight)
+	lazy := time.NewTimer(time.Hour)
+	lazy.Stop()
+	defer lazy.Stop()
 	for {
 		// take gives nothing while the entries in flight are at their
 		// bound: what arrives meanwhile piles up and goes out in one entry.
-		batch := p.take()
+		// Nor while only lazy commands wait: until the first one's time
+		// is up (the timer), or another command comes.
+		batch, until := p.take(time.Now())
 		for batch == nil {
+			if !until.IsZero() {
+				lazy.Reset(time.Until(until))
+			}
 			select {
 			case <-p.wake:
-				batch = p.take()
+			case <-lazy.C:
 			case <-p.stop:
 				return
 			}
+			lazy.Stop()
+			batch, until = p.take(time.Now())
 		}
 		// Raft applies entries in log order, so their futures resolve in
 		// the order they are sent here.
@@ -255,8 +300,8 @@ func (p *packer) run() {
 // take removes the next batch from the queue and counts it in flight (nil:
 // the queue is empty, or the entries in flight are at their bound: the
 // ordinary one, or MaxInFlight while a command that hands permits over
-// waits).
-func (p *packer) take() []*proposal {
+// waits; or only lazy commands wait, the first until until).
+func (p *packer) take(now time.Time) (batch []*proposal, until time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	limit := p.cfg.OrdinaryInFlight
@@ -264,7 +309,10 @@ func (p *packer) take() []*proposal {
 		limit = p.cfg.MaxInFlight
 	}
 	if len(p.queue) == 0 || p.inFlight >= limit {
-		return nil
+		return nil, time.Time{}
+	}
+	if first := p.queue[0].lazyUntil; !first.IsZero() && now.Before(first) && p.onlyLazyLocked() {
+		return nil, first
 	}
 	n, size := 0, 0
 	for n < len(p.queue) && n < p.cfg.MaxCommands && (n == 0 || size+len(p.queue[n].data) <= p.cfg.MaxBytes) {
@@ -275,12 +323,24 @@ func (p *packer) take() []*proposal {
 		n++
 	}
 	p.inFlight++
-	batch := p.queue[:n:n]
+	batch = p.queue[:n:n]
 	p.queue = p.queue[n:]
 	if len(p.queue) == 0 {
 		p.queue = nil // let the backing array go
 	}
-	return batch
+	return batch, time.Time{}
+}
+
+// onlyLazyLocked: every queued command is lazy. The queue is short when
+// it is (waiters of hand-offs), and long queues have non-lazy commands
+// near the front.
+func (p *packer) onlyLazyLocked() bool {
+	for _, pr := range p.queue {
+		if pr.lazyUntil.IsZero() {
+			return false
+		}
+	}
+	return true
 }
 
 // entry is the Raft entry of a batch: a lone command as itself (the log

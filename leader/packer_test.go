@@ -450,3 +450,83 @@ func TestQueueFullIsOverloaded(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// A lazy command (an acquire that will queue behind other waiters) waits
+// for the next other command and goes out with it, in arrival order, in
+// one entry; it never goes alone while its delay runs.
+func TestPackerLazyCommandRidesWithTheNext(t *testing.T) {
+	r := newFakeRaft(t)
+	p := newPacker(r, packerConfig{LazyDelay: time.Hour})
+	defer p.shutdown()
+	out := make(chan got, 2)
+	go func() {
+		res, err := p.proposeLazy(context.Background(), createNS(t, "lazy"), true, nil)
+		out <- got{"lazy", res, err}
+	}()
+	// Wait until the lazy command is queued, then send an ordinary one.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.mu.Lock()
+		n := len(p.queue)
+		p.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		select {
+		case f := <-r.entries:
+			f.commit(r)
+			t.Fatal("the lazy command went out alone at once")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lazy command was never queued")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	go func() {
+		res, err := p.propose(context.Background(), createNS(t, "next"), false, true, nil)
+		out <- got{"next", res, err}
+	}()
+	f := r.next(t)
+	cmd, err := fsm.Decode(f.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cmd.GetBatch().GetCommands()
+	if len(b) != 2 {
+		t.Fatalf("the first entry holds %d commands, want the lazy one and the next together", max(len(b), 1))
+	}
+	for i, want := range []string{"lazy", "next"} {
+		c, err := fsm.Decode(b[i])
+		if err != nil || c.GetCreateNamespace().GetName() != want {
+			t.Fatalf("command %d of the entry is %v (%v), want %s", i, c.GetCreateNamespace().GetName(), err, want)
+		}
+	}
+	f.commit(r)
+	for range 2 {
+		g := <-out
+		if g.err != nil || g.res == nil || g.res.Err != nil {
+			t.Fatalf("%s: %+v", g.name, g)
+		}
+	}
+}
+
+// Alone, a lazy command goes out by itself once its delay is up.
+func TestPackerLazyCommandGoesAloneAfterItsDelay(t *testing.T) {
+	r := newFakeRaft(t)
+	p := newPacker(r, packerConfig{LazyDelay: 5 * time.Millisecond})
+	defer p.shutdown()
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.proposeLazy(context.Background(), createNS(t, "alone"), true, nil)
+		done <- err
+	}()
+	f := r.next(t)
+	if cmd, err := fsm.Decode(f.data); err != nil || cmd.GetCreateNamespace().GetName() != "alone" {
+		t.Fatalf("entry %v (%v), want the lazy command alone", cmd, err)
+	}
+	f.commit(r)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

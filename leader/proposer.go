@@ -36,6 +36,15 @@ type ownKey struct{}
 // setup): its commands are queued even when the queue is full.
 func own(ctx context.Context) context.Context { return context.WithValue(ctx, ownKey{}, true) }
 
+type lazyKey struct{}
+
+// waitsAnyway marks ctx's command lazy (packerConfig.LazyDelay): its caller
+// waits for more than the command's own result (an acquire that queues
+// behind other waiters), so the command may wait a little for company.
+func waitsAnyway(ctx context.Context) context.Context {
+	return context.WithValue(ctx, lazyKey{}, true)
+}
+
 // Close fails what is still queued (NotLeader: never proposed) and waits
 // for the entries in flight.
 func (p *Proposer) Close() { p.packer.shutdown() }
@@ -80,7 +89,12 @@ func (p *Proposer) ProposeThen(ctx context.Context, cmd *fsmpb.Command, then fun
 	// The leader's own commands (own(ctx)) are never refused at a full
 	// queue.
 	_, ours := ctx.Value(ownKey{}).(bool)
-	res, err := p.packer.propose(ctx, data, len(cmd.GetGrants()) > 0, !ours, mapped)
+	var res *fsm.Result
+	if _, lazy := ctx.Value(lazyKey{}).(bool); lazy && len(cmd.GetGrants()) == 0 {
+		res, err = p.packer.proposeLazy(ctx, data, !ours, mapped)
+	} else {
+		res, err = p.packer.propose(ctx, data, len(cmd.GetGrants()) > 0, !ours, mapped)
+	}
 	if err != nil {
 		return nil, mapProposeError(ctx, err)
 	}

@@ -62,6 +62,8 @@ var allServerArgs = []string{
 	"--snapshot-threshold", "99",
 	"--snapshot-interval", "1m",
 	"--trailing-logs", "98",
+	"--raft-log-store", "bolt",
+	"--raft-wal-segment-size", "1048576",
 	"--tls-cert-file", "/etc/grackle/api.crt",
 	"--tls-key-file", "/etc/grackle/api.key",
 	"--tls-client-ca-file", "/etc/grackle/client-ca.crt",
@@ -111,6 +113,8 @@ func allServerConfig() server.Config {
 	want.SnapshotThreshold = 99
 	want.SnapshotInterval = time.Minute
 	want.TrailingLogs = 98
+	want.RaftLogStore = "bolt"
+	want.RaftWALSegmentSize = 1 << 20
 	want.TLSCertFile = "/etc/grackle/api.crt"
 	want.TLSKeyFile = "/etc/grackle/api.key"
 	want.TLSClientCAFile = "/etc/grackle/client-ca.crt"
