@@ -448,3 +448,28 @@ func TestRestoreRandomDamage(t *testing.T) {
 	}
 	t.Logf("seed %d: %d damaged snapshots refused, %d restored consistently", seed, failed, ok)
 }
+
+// A snapshot of several bbolt transactions (more than txnBytes of records,
+// so the writer's arena is reused after each commit): restored, it is the
+// same state, and it snapshots to the same bytes.
+func TestSnapshotManyTransactions(t *testing.T) {
+	a := New(Options{TempDir: t.TempDir()})
+	benchState(t, a, 2_000, 60_000, true)
+	snap := snapshotBytes(t, a)
+	if len(snap) < 2*txnBytes {
+		t.Fatalf("snapshot of %d bytes: want more than %d to span transactions", len(snap), 2*txnBytes)
+	}
+	c := New(Options{TempDir: t.TempDir()})
+	if err := restoreBytes(c, snap); err != nil {
+		t.Fatal(err)
+	}
+	if dumpState(a) != dumpState(c) {
+		t.Fatal("restored state differs")
+	}
+	if !bytes.Equal(snap, snapshotBytes(t, c)) {
+		t.Fatal("a restored state snapshots differently")
+	}
+	if err := c.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}

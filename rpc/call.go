@@ -90,7 +90,9 @@ func applied[Resp any](ctx context.Context, res *fsm.Result, err error, build fu
 
 func setIndex(ctx context.Context, index uint64) {
 	if index > 0 {
-		_ = grpc.SetHeader(ctx, metadata.Pairs(RaftIndexKey, strconv.FormatUint(index, 10)))
+		// RaftIndexKey is lower case already: metadata.Pairs would lower it
+		// again, in a copy, on every write.
+		_ = grpc.SetHeader(ctx, metadata.MD{RaftIndexKey: {strconv.FormatUint(index, 10)}})
 	}
 }
 
