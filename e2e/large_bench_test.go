@@ -26,7 +26,8 @@ import (
 // and reports the time from starting that process until its state machine
 // has applied the first node's commit index (it catches up by an
 // InstallSnapshot: the log before the last snapshot is gone), and the new
-// node's resident set (GRACKLE_LARGE_GOMEMLIMIT sets both nodes' GOMEMLIMIT).
+// node's resident set (GRACKLE_LARGE_GOMEMLIMIT sets both nodes' GOMEMLIMIT,
+// GRACKLE_LARGE_MEMORY_LIMIT their --memory-limit).
 // Filling a million leases takes minutes, so it runs
 // only with GRACKLE_BENCH_LARGE=1 (make bench-large):
 //
@@ -68,6 +69,15 @@ func BenchmarkLargeState(b *testing.B) {
 			env = []string{"GOMEMLIMIT=" + v}
 			p.Nodes[0].Env = env
 			b.Logf("nodes run with GOMEMLIMIT=%s", v)
+		}
+		// GRACKLE_LARGE_MEMORY_LIMIT (e.g. 900MiB) is passed to both nodes
+		// as --memory-limit; without it they run with the default (auto:
+		// 90 % of the cgroup's or the machine's memory).
+		var memFlag []string
+		if v := os.Getenv("GRACKLE_LARGE_MEMORY_LIMIT"); v != "" {
+			memFlag = []string{"--memory-limit", v}
+			p.Nodes[0].Args = append(p.Nodes[0].Args, memFlag...)
+			b.Logf("nodes run with --memory-limit %s", v)
 		}
 		p.StartAll()
 		p.WaitLeader(0, 30*time.Second)
@@ -135,6 +145,7 @@ func BenchmarkLargeState(b *testing.B) {
 			"--http-addr", "", "--log-level", "warn", "--join", p.Nodes[0].GRPC,
 			"--max-leases-per-namespace", strconv.Itoa(2 * leases), "--max-semaphores-per-namespace", strconv.Itoa(2 * sems),
 			"--max-ttl-seconds", "86400"}
+		nd.Args = append(nd.Args, memFlag...)
 		nd.Env = env
 		p.Nodes = append(p.Nodes, nd)
 		joined := time.Now()

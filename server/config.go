@@ -111,6 +111,13 @@ type Config struct {
 	// ReadyMaxLag: /readyz fails while applied trails the commit index by
 	// more entries than this (default DefaultReadyMaxLag).
 	ReadyMaxLag uint64
+	// MemoryLimit is the Go runtime's soft memory limit for this process
+	// (--memory-limit): "auto" (DefaultMemoryLimit: 90 % of the cgroup's
+	// memory limit or of the machine's memory, whichever is smaller,
+	// unless GOMEMLIMIT is set), "off", a size (900MiB, 2GiB) or a
+	// percentage of that memory (75%). Only Run sets it (it is
+	// process-wide); Start leaves the runtime alone.
+	MemoryLimit string
 	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/ on
 	// the HTTP port (off by default: profiles reveal internals and cost CPU
 	// while taken). make profile-bench uses it.
@@ -150,5 +157,6 @@ func DefaultConfig() Config {
 		ShutdownTimeout:    10 * time.Second,
 		ReadyMaxLag:        DefaultReadyMaxLag,
 		LogLevel:           "info",
+		MemoryLimit:        DefaultMemoryLimit,
 	}
 }

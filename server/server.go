@@ -479,6 +479,9 @@ func (s *Server) Close() error {
 func Run(ctx context.Context, cfg Config) error {
 	cfg = cfg.fill()
 	log := NewLogger(cfg)
+	if err := applyMemoryLimit(cfg.MemoryLimit, log.Info); err != nil {
+		return err
+	}
 	s, err := Start(cfg, log)
 	if err != nil {
 		return err

@@ -107,6 +107,8 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.BoolVar(&cfg.LogJSON, "log-json", cfg.LogJSON, "log JSON lines instead of text")
 	fs.StringVar(&cfg.LogLevelFile, "log-level-file", cfg.LogLevelFile, "a file holding a log level, applied on SIGHUP (change the level without a restart)")
 
+	fs.StringVar(&cfg.MemoryLimit, "memory-limit", cfg.MemoryLimit, `Go's soft memory limit for this node: auto (90% of the cgroup's memory limit or the machine's memory, whichever is smaller; GOMEMLIMIT, when set, wins), off, a size (900MiB, 2GiB) or a percentage of that memory (75%)`)
+
 	fs.Uint64Var(&cfg.ReadyMaxLag, "ready-max-lag", cfg.ReadyMaxLag, "/readyz fails while the applied index trails the commit index by more entries")
 }
 
@@ -139,6 +141,9 @@ func checkServerConfig(cfg server.Config) error {
 		if f.v < 0 {
 			return usagef("%s: must not be negative", f.name)
 		}
+	}
+	if err := server.CheckMemoryLimit(cfg.MemoryLimit); err != nil {
+		return usagef("%v", err)
 	}
 	switch strings.ToLower(cfg.LogLevel) {
 	case "", "trace", "debug", "info", "warn", "error":

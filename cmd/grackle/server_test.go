@@ -77,6 +77,7 @@ var allServerArgs = []string{
 	"--idle-timeout", "4m",
 	"--shutdown-timeout", "20s",
 	"--ready-max-lag", "55",
+	"--memory-limit", "900MiB",
 	"--log-level-file", "/etc/grackle/log-level",
 	"--log-level", "debug",
 	"--log-json",
@@ -128,6 +129,7 @@ func allServerConfig() server.Config {
 	want.IdleTimeout = 4 * time.Minute
 	want.ShutdownTimeout = 20 * time.Second
 	want.ReadyMaxLag = 55
+	want.MemoryLimit = "900MiB"
 	want.LogLevelFile = "/etc/grackle/log-level"
 	want.LogLevel = "debug"
 	want.LogJSON = true
