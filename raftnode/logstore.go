@@ -174,6 +174,23 @@ func (s *walStore) roomFor() error {
 
 func (s *walStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
+// GetLog keeps raft.LogStore's contract that entries DeleteRange removed
+// are gone: raft-wal (v0.4.0) marks a head truncation inside a segment by
+// raising its MinIndex, but its tail segment still returns the entries
+// below it. Raft then replicated from those to a new or lagging member
+// instead of sending a snapshot (the compacted entries are committed and
+// valid, so nothing was wrong, but the member replayed the whole log).
+func (s *walStore) GetLog(index uint64, l *raft.Log) error {
+	first, err := s.WAL.FirstIndex()
+	if err != nil {
+		return err
+	}
+	if index < first {
+		return raft.ErrLogNotFound
+	}
+	return s.WAL.GetLog(index, l)
+}
+
 func (s *walStore) StoreLogs(logs []*raft.Log) error {
 	if err := s.roomFor(); err != nil {
 		return err

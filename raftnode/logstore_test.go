@@ -95,3 +95,30 @@ func TestWALEmptyShortTailStartsAgain(t *testing.T) {
 		t.Fatalf("the tail was not preallocated again: %v %v", fi.Size(), err)
 	}
 }
+
+// Entries removed from the head of the log (compaction after a snapshot)
+// are not returned any more, even from within the segment that holds the
+// new first entry: raft must send a lagging member a snapshot, not replay
+// what it compacted.
+func TestWALHeadTruncationHidesRemovedEntries(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openLogStore(dir, LogStoreWAL, 0, hclog.NewNullLogger())
+	must(t, err)
+	defer s.Close()
+	var logs []*raft.Log
+	for i := uint64(1); i <= 100; i++ {
+		logs = append(logs, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte("x")})
+	}
+	must(t, s.StoreLogs(logs))
+	must(t, s.DeleteRange(1, 60))
+	if first, err := s.FirstIndex(); err != nil || first != 61 {
+		t.Fatalf("first index %d (%v), want 61", first, err)
+	}
+	var l raft.Log
+	if err := s.GetLog(30, &l); !errors.Is(err, raft.ErrLogNotFound) {
+		t.Fatalf("GetLog of a removed entry: %v (index %d), want ErrLogNotFound", err, l.Index)
+	}
+	if err := s.GetLog(61, &l); err != nil || l.Index != 61 {
+		t.Fatalf("GetLog(61): %v, index %d", err, l.Index)
+	}
+}
