@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	gometrics "github.com/hashicorp/go-metrics/compat"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
@@ -127,7 +128,11 @@ func openLogStore(dir, format string, segmentSize int, log hclog.Logger) (logSto
 		// (raft-wal v0.4.0), and a node restarted in the same process
 		// would find it locked.
 		meta := &metadb.BoltMetaDB{}
-		w, err := wal.Open(d, wal.WithLogger(log.Named("wal")), wal.WithSegmentSize(size), wal.WithMetaStore(meta))
+		// Its counters and gauges (appends, bytes, segment rotations, the
+		// last segment's age) go to go-metrics' global sink, as raft's do:
+		// grackle_raft_wal_* on /metrics.
+		w, err := wal.Open(d, wal.WithLogger(log.Named("wal")), wal.WithSegmentSize(size), wal.WithMetaStore(meta),
+			wal.WithMetricsCollector(walCollector{}))
 		if err != nil {
 			meta.Close()
 			unlock()
@@ -211,4 +216,18 @@ func (s *walStore) Close() error {
 	err := errors.Join(s.WAL.Close(), s.meta.Close())
 	s.unlock()
 	return err
+}
+
+// walCollector sends raft-wal's metrics to go-metrics' global sink at each
+// call, as raft's own do. raft-wal's GoMetricsCollector keeps the global
+// of the moment it is made, and the log opens before the server installs
+// the sink that /metrics reads.
+type walCollector struct{}
+
+func (walCollector) IncrementCounter(name string, delta uint64) {
+	gometrics.IncrCounter([]string{"raft", "wal", name}, float32(delta))
+}
+
+func (walCollector) SetGauge(name string, val uint64) {
+	gometrics.SetGauge([]string{"raft", "wal", name}, float32(val))
 }
