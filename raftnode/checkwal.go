@@ -43,6 +43,11 @@ func checkWAL(dir string, snaps []string) error {
 		if len(snaps) > 0 {
 			return damaged(meta, "missing or empty beside snapshot %s: the Raft log and the vote (current term) are lost", snaps[0])
 		}
+		// Without its metadata raft-wal would delete every segment it
+		// finds as unlisted: a log and a vote lost without a word.
+		if segs, _ := filepath.Glob(filepath.Join(dir, "*.wal")); len(segs) > 0 {
+			return damaged(meta, "missing or empty beside %d segment file(s) (%s...): the Raft log and the vote (current term) are lost", len(segs), filepath.Base(segs[0]))
+		}
 		return nil // a node that stopped before its first write
 	case err != nil:
 		return fmt.Errorf("%s: %w", meta, err)

@@ -122,3 +122,16 @@ func TestWALHeadTruncationHidesRemovedEntries(t *testing.T) {
 		t.Fatalf("GetLog(61): %v, index %d", err, l.Index)
 	}
 }
+
+// A WAL whose metadata is gone but whose segments are there (no snapshot
+// yet) is refused: raft-wal would delete the segments as unlisted.
+func TestWALMissingMetadataBesideSegmentsIsDamaged(t *testing.T) {
+	dir := t.TempDir()
+	n, err := startFormat(dir, LogStoreWAL)
+	must(t, err)
+	must(t, n.Close())
+	must(t, os.Remove(filepath.Join(dir, "wal", "wal-meta.db")))
+	if _, err := startFormat(dir, ""); !errors.Is(err, ErrDamagedDataDir) || !strings.Contains(err.Error(), "segment file") {
+		t.Fatalf("restart without wal-meta.db: %v", err)
+	}
+}
