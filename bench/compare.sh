@@ -11,6 +11,7 @@
 #   DUR=3s WARMUP=1s RUNS=1 make compare-bench
 #   WORKLOADS=pairs,reads ETCD=0 make compare-bench
 #   SPREAD_READS=0 make compare-bench        # reads to the leader only
+#   ETCD=0 SERVER_FLAGS="--raft-log-store bolt" make compare-bench   # another server setting
 #
 # The reads workload spreads its workers over every member on both sides
 # (--spread): followers serve linearizable reads themselves, Grackle's by
@@ -25,6 +26,7 @@ WORKLOADS=${WORKLOADS:-all}
 ETCD=${ETCD:-1}
 SPREAD_READS=${SPREAD_READS:-1}
 BENCH_FLAGS=${BENCH_FLAGS:-}          # extra flags for both load generators, e.g. "--workers 128"
+SERVER_FLAGS=${SERVER_FLAGS:-}        # extra flags for every grackle server, e.g. "--raft-log-store bolt"
 BASE=${BASE:-/tmp/grackle-compare}
 OUT=${OUT:-$BASE/results-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT" "$BASE/bin"
@@ -56,7 +58,7 @@ grackle_cluster() {
   done
   for i in 1 2 3; do
     "$G" server --node-id "g$i" --data-dir "$BASE/grackle/g$i" --grpc-addr "127.0.0.1:$((24720 + 10*i))" \
-      --raft-addr "127.0.0.1:$((24720 + 10*i + 1))" --http-addr "" --log-level warn --initial-members "$members" \
+      --raft-addr "127.0.0.1:$((24720 + 10*i + 1))" --http-addr "" --log-level warn --initial-members "$members" $SERVER_FLAGS \
       >"$OUT/grackle-run$run-g$i.log" 2>&1 &
     PIDS+=($!); pids+="${pids:+,}$!"
   done
