@@ -113,6 +113,34 @@ func (r Reach) CheckAddVoter(id string) error {
 		id, r.Reachable, r.Voters, r.unreachable(), r.Voters+1, need)
 }
 
+// DefaultMaxNonvoters bounds the nonvoters of a configuration by default
+// (etcd allows one learner; here a voter also joins as a nonvoter until it
+// is promoted, so a few may be on their way at once).
+const DefaultMaxNonvoters = 3
+
+// CheckAddNonvoter refuses a new member (every member joins as a nonvoter)
+// while the configuration already holds max nonvoters (max <= 0: no
+// bound). The leader runs one replication goroutine, and keeps one
+// connection, per member, whether it answers or not: without a bound an
+// admin, or a stolen admin token, could add members without end.
+func (r Reach) CheckAddNonvoter(id string, max int) error {
+	if max <= 0 {
+		return nil
+	}
+	var ids []string
+	for _, srv := range r.Servers {
+		if srv.Suffrage != raft.Voter {
+			ids = append(ids, string(srv.ID))
+		}
+	}
+	if len(ids) < max {
+		return nil
+	}
+	return newError(codes.FailedPrecondition, "",
+		"adding %s: the cluster already has %d nonvoters (%s), the most --max-nonvoters allows (%d); wait for them to be promoted, or remove one first",
+		id, len(ids), strings.Join(ids, ", "), max)
+}
+
 // CheckRemove refuses to remove a voter when the voters left would not
 // have a reachable quorum among them. Removing a nonvoter (or a node not
 // in the configuration) changes no quorum and is always allowed.

@@ -74,3 +74,13 @@ func TestCheckRemove(t *testing.T) {
 		t.Fatalf("not a member: %v", err)
 	}
 }
+
+func TestCheckAddNonvoterBoundsNonvoters(t *testing.T) {
+	if err := reachOf(3, 3, "x", "y").CheckAddNonvoter("z", 3); err != nil {
+		t.Fatalf("a third nonvoter of 3: %v", err)
+	}
+	refused(t, "a fourth nonvoter of 3", reachOf(3, 3, "x", "y", "z").CheckAddNonvoter("w", 3), "3 nonvoters", "x, y, z", "(3)")
+	if err := reachOf(3, 3, "x", "y", "z").CheckAddNonvoter("w", 0); err != nil {
+		t.Fatalf("no bound: %v", err)
+	}
+}

@@ -102,6 +102,9 @@ func (s *Service) AddMember(ctx context.Context, r *pb.AddMemberRequest) (*pb.Ad
 			ms, err := s.members()
 			return &pb.AddMemberResponse{Members: ms}, err
 		}
+		if err := reach.CheckAddNonvoter(r.NodeId, s.maxNonvoters()); err != nil {
+			return nil, err
+		}
 		if r.Voter {
 			if err := reach.CheckAddVoter(r.NodeId); err != nil {
 				return nil, err
@@ -224,4 +227,15 @@ func (s *Service) TransferLeadership(ctx context.Context, r *pb.TransferLeadersh
 			}
 		}
 	})
+}
+
+func (s *Service) maxNonvoters() int {
+	switch n := s.cfg.MaxNonvoters; {
+	case n == 0:
+		return leader.DefaultMaxNonvoters
+	case n < 0:
+		return 0
+	default:
+		return n
+	}
 }

@@ -49,6 +49,9 @@ type Config struct {
 	Contacts        leader.PeerContacts
 	ReachableWithin time.Duration
 	PromoteAfter    time.Duration
+	// MaxNonvoters bounds the nonvoters AddMember may add (0:
+	// leader.DefaultMaxNonvoters; negative: no bound).
+	MaxNonvoters int
 	// MaxQueuedProposals bounds the writes waiting on the leader to be
 	// proposed (0: leader.DefaultMaxQueued).
 	MaxQueuedProposals int

@@ -52,6 +52,9 @@ type Config struct {
 	// leader promotes it once it has been caught up this long (default
 	// 2 s; --promote-after; docs/OPERATIONS.md, Membership).
 	PromoteAfter time.Duration
+	// MaxNonvoters bounds the members that are not (yet) voters: every new
+	// member joins as one (default 3; --max-nonvoters; negative: no bound).
+	MaxNonvoters int
 
 	// HeartbeatTimeout (default 250 ms): a follower starts an election
 	// after 1-3 heartbeat timeouts without contact, and with pre-vote a new

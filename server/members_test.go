@@ -144,6 +144,15 @@ func TestUnreachableVotersNeverCostQuorum(t *testing.T) {
 			}
 		}
 	}
+	// A fourth is refused: three nonvoters are the most allowed by default
+	// (each costs the leader a replication goroutine, answered or not).
+	err := member(t, "AddMember ghost3", false, func() error {
+		_, err := c.ClusterClient(c.WaitLeader()).AddMember(ctx, &pb.AddMemberRequest{NodeId: "ghost3", RaftAddress: deadAddr(t), GrpcAddress: deadAddr(t)})
+		return err
+	})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "--max-nonvoters allows (3)") {
+		t.Fatalf("a fourth nonvoter: %v, want FailedPrecondition naming the bound", err)
+	}
 	// Many promotion periods (servertest: 200 ms each): never promoted,
 	// and the three real voters keep committing.
 	end := time.Now().Add(2 * time.Second)

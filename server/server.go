@@ -213,7 +213,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		// A voter silent for a heartbeat timeout is itself starting an
 		// election; twice that leaves room for a loaded machine's late
 		// heartbeat (raft heartbeats every tenth of it or so).
-		Contacts: node.Contacts, ReachableWithin: 2 * cfg.HeartbeatTimeout, PromoteAfter: cfg.PromoteAfter,
+		Contacts: node.Contacts, ReachableWithin: 2 * cfg.HeartbeatTimeout, PromoteAfter: cfg.PromoteAfter, MaxNonvoters: cfg.MaxNonvoters,
 	}, node.Raft, f, log.Named("rpc"))
 	if sec.api != nil && sec.peer == nil && (len(peers) > 1 || cfg.Join != "") {
 		log.Warn("client TLS without peer TLS: followers verify the leader's API certificate against the system roots and present none; set --peer-tls-* so they authenticate as peers")

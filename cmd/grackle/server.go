@@ -67,6 +67,7 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.StringVar(&cfg.InitialMembers, "initial-members", cfg.InitialMembers, `bootstrap a cluster: the same "id=raftAddr=grpcAddr,..." on every node (empty: a single node)`)
 	fs.StringVar(&cfg.Join, "join", cfg.Join, "gRPC address of a running member to join instead of bootstrapping")
 	durationVar(fs, &cfg.PromoteAfter, "promote-after", cfg.PromoteAfter, "a member added to vote joins as a nonvoter; the leader promotes it once it has been caught up this long (0: 2s)")
+	fs.IntVar(&cfg.MaxNonvoters, "max-nonvoters", cfg.MaxNonvoters, "most members that are not (yet) voters; every new member joins as one, and AddMember beyond it is refused (FailedPrecondition) (0: 3; negative: no bound)")
 
 	fs.Int64Var(&cfg.Limits.MaxNamespaces, "max-namespaces", cfg.Limits.MaxNamespaces, "most namespaces")
 	fs.Int64Var(&cfg.Limits.MaxSemaphoresPerNamespace, "max-semaphores-per-namespace", cfg.Limits.MaxSemaphoresPerNamespace, "most semaphores in one namespace")

@@ -56,6 +56,7 @@ var allServerArgs = []string{
 	"--max-queued-proposals", "21",
 	"--heartbeat-timeout", "1s",
 	"--promote-after", "5s",
+	"--max-nonvoters", "7",
 	"--election-timeout", "2s",
 	"--leader-lease-timeout", "300ms",
 	"--commit-timeout", "7ms",
@@ -108,6 +109,7 @@ func allServerConfig() server.Config {
 	want.MaxQueuedProposals = 21
 	want.HeartbeatTimeout = time.Second
 	want.PromoteAfter = 5 * time.Second
+	want.MaxNonvoters = 7
 	want.ElectionTimeout = 2 * time.Second
 	want.LeaderLeaseTimeout = 300 * time.Millisecond
 	want.CommitTimeout = 7 * time.Millisecond
