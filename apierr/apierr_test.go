@@ -50,29 +50,37 @@ type wrapped struct{ error }
 
 func (w wrapped) Unwrap() error { return w.error }
 
-// A call on a connection that could never be made is marked NOT_SENT; a
-// server's own Unavailable (sent, answered) is left without a reason.
-func TestDialOptionsMarkUnsent(t *testing.T) {
+// deadConn is a client with apierr's dial options to a loopback address
+// nobody listens on (dead); closed when the test ends.
+func deadConn(t *testing.T) (cc *grpc.ClientConn, dead string) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := lis.Addr().String()
+	dead = lis.Addr().String()
 	lis.Close()
-	cc, err := grpc.NewClient(dead, append(apierr.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	cc, err = grpc.NewClient(dead, append(apierr.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cc.Close()
+	t.Cleanup(func() { cc.Close() })
+	return cc, dead
+}
+
+// A call on a connection that could never be made is marked NOT_SENT; a
+// server's own Unavailable (sent, answered) is left without a reason.
+func TestDialOptionsMarkUnsent(t *testing.T) {
+	cc, _ := deadConn(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+	_, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
 	if status.Code(err) != codes.Unavailable || apierr.ReasonOf(err) != apierr.NotSent {
 		t.Fatalf("refused connection: got %v, reason %q", err, apierr.ReasonOf(err))
 	}
 
 	// A live server whose answer is Unavailable: the request was sent.
-	lis, err = net.Listen("tcp", "127.0.0.1:0")
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,20 +111,10 @@ func (unavailableHealth) Check(context.Context, *healthpb.HealthCheckRequest) (*
 // call is; Relayed turns such a hop failure into an error naming the
 // leader and the cause, and passes a node's own answer on.
 func TestStreamsMarkUnsentAndRelayed(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := lis.Addr().String()
-	lis.Close()
-	cc, err := grpc.NewClient(dead, append(apierr.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc, dead := deadConn(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = func() error {
+	err := func() error {
 		s, err := healthpb.NewHealthClient(cc).Watch(ctx, &healthpb.HealthCheckRequest{})
 		if err != nil {
 			return err

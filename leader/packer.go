@@ -57,8 +57,8 @@ type packerConfig struct {
 	MaxQueued int
 }
 
-// DefaultLazyDelay is the default packerConfig.LazyDelay: about two
-// commits on the reference machine, so a lazy command seldom goes alone
+// DefaultLazyDelay is the default packerConfig.LazyDelay: one to two
+// unloaded commits on the reference machine (1.05-1.5 ms), so a lazy command seldom goes alone
 // when a hand-off is near, and a lone waiter is delayed little.
 const DefaultLazyDelay = 2 * time.Millisecond
 

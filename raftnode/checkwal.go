@@ -68,7 +68,7 @@ func checkWAL(dir string, snaps []string) error {
 	for i, si := range state.Segments {
 		tail := i == len(state.Segments)-1
 		if tail != si.SealTime.IsZero() {
-			return damaged(meta, "segment %d is sealed=%v but is %s of %d", si.ID, !si.SealTime.IsZero(), map[bool]string{true: "the last", false: "not the last"}[tail], len(state.Segments))
+			return damaged(meta, "segment %d (%d of %d) is sealed=%v: only the last may be unsealed, and it must be", si.ID, i+1, len(state.Segments), !si.SealTime.IsZero())
 		}
 		if err := checkSegment(filepath.Join(dir, segment.FileName(si)), si, tail); err != nil {
 			return err

@@ -13,7 +13,6 @@ import (
 
 	"github.com/grackle-coord/grackle/apierr"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
-	"github.com/grackle-coord/grackle/server"
 	"github.com/grackle-coord/grackle/server/servertest"
 )
 
@@ -126,28 +125,9 @@ func retry[T any](ctx context.Context, call func(context.Context) (T, error)) (T
 // is cut off each read fails (its deadline, or no leader known), and once
 // it rejoins it answers with the write.
 func TestCutOffFollowerServesNoStaleRead(t *testing.T) {
-	slow := func(cfg *server.Config) {
-		// The cut-off follower keeps believing in the leader for a while,
-		// so reads also take the path that waits for the read index.
-		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
-	}
-	c := servertest.New(t)
-	cfg1 := servertest.Config(t, "node1")
-	slow(&cfg1)
-	c.StartNode(cfg1)
-	c.WaitLeader()
-	cfg2 := servertest.Config(t, "node2")
-	slow(&cfg2)
-	cfg2.Join = c.Nodes[0].GRPCAddr()
-	c.StartNode(cfg2)
-	cfg3 := servertest.Config(t, "node3")
-	slow(&cfg3)
-	cfg3.Join = c.Nodes[0].GRPCAddr()
-	cfg3.RaftAddr = freeAddr(t)
-	proxy := newCutProxy(t, cfg3.RaftAddr)
-	cfg3.AdvertiseRaft = proxy.ln.Addr().String()
-	c.StartNode(cfg3)
-	c.WaitMembers(3)
+	// The cut-off follower keeps believing in the leader for a while, so
+	// reads also take the path that waits for the read index.
+	c, _, proxy := clusterWithCuttableThird(t, nil)
 	const f = 2
 	servertest.Eventually(t, "node3 a follower", 20*time.Second, func() bool { return !c.Nodes[f].IsLeader() && c.Leader() >= 0 })
 	l := c.Leader()

@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -16,18 +15,6 @@ import (
 	"github.com/grackle-coord/grackle/server"
 	"github.com/grackle-coord/grackle/server/servertest"
 )
-
-// deadAddr is a loopback address nothing listens on.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := l.Addr().String()
-	l.Close()
-	return a
-}
 
 func suffrageOf(st *pb.GetClusterStatusResponse, id string) string {
 	for _, m := range st.Members {
@@ -130,7 +117,7 @@ func TestUnreachableVotersNeverCostQuorum(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		id := fmt.Sprintf("ghost%d", i)
 		ghosts = append(ghosts, id)
-		req := &pb.AddMemberRequest{NodeId: id, RaftAddress: deadAddr(t), GrpcAddress: deadAddr(t), Voter: true}
+		req := &pb.AddMemberRequest{NodeId: id, RaftAddress: freeAddr(t), GrpcAddress: freeAddr(t), Voter: true}
 		var res *pb.AddMemberResponse
 		if err := member(t, "AddMember "+id, false, func() (err error) {
 			res, err = c.ClusterClient(li).AddMember(ctx, req)
@@ -147,7 +134,7 @@ func TestUnreachableVotersNeverCostQuorum(t *testing.T) {
 	// A fourth is refused: three nonvoters are the most allowed by default
 	// (each costs the leader a replication goroutine, answered or not).
 	err := member(t, "AddMember ghost3", false, func() error {
-		_, err := c.ClusterClient(c.WaitLeader()).AddMember(ctx, &pb.AddMemberRequest{NodeId: "ghost3", RaftAddress: deadAddr(t), GrpcAddress: deadAddr(t)})
+		_, err := c.ClusterClient(c.WaitLeader()).AddMember(ctx, &pb.AddMemberRequest{NodeId: "ghost3", RaftAddress: freeAddr(t), GrpcAddress: freeAddr(t)})
 		return err
 	})
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "--max-nonvoters allows (3)") {
@@ -205,7 +192,7 @@ func TestMembershipKeepsAReachableQuorum(t *testing.T) {
 	})
 	cl := c.ClusterClient(li)
 	err := member(t, "AddMember n4", false, func() error {
-		_, err := cl.AddMember(ctx, &pb.AddMemberRequest{NodeId: "n4", RaftAddress: deadAddr(t), GrpcAddress: deadAddr(t), Voter: true})
+		_, err := cl.AddMember(ctx, &pb.AddMemberRequest{NodeId: "n4", RaftAddress: freeAddr(t), GrpcAddress: freeAddr(t), Voter: true})
 		return err
 	})
 	// (The live follower may look unreachable too for a moment on a
@@ -221,7 +208,7 @@ func TestMembershipKeepsAReachableQuorum(t *testing.T) {
 		t.Fatalf("a refused change changed the members: %d", n)
 	}
 	// A nonvoter costs no quorum.
-	wRaft, wGRPC := deadAddr(t), deadAddr(t)
+	wRaft, wGRPC := freeAddr(t), freeAddr(t)
 	if err := member(t, "AddMember watcher", false, func() error {
 		_, err := cl.AddMember(ctx, &pb.AddMemberRequest{NodeId: "watcher", RaftAddress: wRaft, GrpcAddress: wGRPC})
 		return err
@@ -235,7 +222,7 @@ func TestMembershipKeepsAReachableQuorum(t *testing.T) {
 		return err
 	})
 	// Two voters, both reachable: a third may come (as a learner).
-	n4Raft, n4GRPC := deadAddr(t), deadAddr(t)
+	n4Raft, n4GRPC := freeAddr(t), freeAddr(t)
 	allowed(t, "adding a voter to 2 reachable voters", func() error {
 		_, err := cl.AddMember(ctx, &pb.AddMemberRequest{NodeId: "n4", RaftAddress: n4Raft, GrpcAddress: n4GRPC, Voter: true})
 		return err
@@ -253,7 +240,7 @@ func TestJoinerIsPromotedOnceCaughtUp(t *testing.T) {
 	// node2 does not bootstrap (it has a join target) but its own join
 	// goes nowhere: the test adds it, to see the answer.
 	cfg := servertest.Config(t, "node2")
-	cfg.Join = deadAddr(t)
+	cfg.Join = freeAddr(t)
 	n2 := c.StartNode(cfg)
 	// (A single node: no election can take the call's leader away.)
 	res, err := c.ClusterClient(0).AddMember(ctx, &pb.AddMemberRequest{NodeId: "node2", RaftAddress: n2.RaftAddr(), GrpcAddress: n2.GRPCAddr(), Voter: true})

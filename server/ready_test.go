@@ -75,6 +75,38 @@ func (p *cutProxy) setCut(cut bool) {
 	}
 }
 
+// clusterWithCuttableThird starts node1, then node2 and node3 joining it,
+// node3's Raft traffic through a proxy that can cut it off. Every node
+// gets 1 s heartbeat and election timeouts and a 500 ms leader lease (a
+// cut-off follower keeps believing in its leader for a while), then tune.
+func clusterWithCuttableThird(t *testing.T, tune func(*server.Config)) (*servertest.Cluster, *server.Server, *cutProxy) {
+	t.Helper()
+	c := servertest.New(t)
+	config := func(id string) server.Config {
+		cfg := servertest.Config(t, id)
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
+		if tune != nil {
+			tune(&cfg)
+		}
+		return cfg
+	}
+	c.StartNode(config("node1"))
+	c.WaitLeader()
+	cfg2 := config("node2")
+	cfg2.Join = c.Nodes[0].GRPCAddr()
+	c.StartNode(cfg2)
+	cfg3 := config("node3")
+	cfg3.Join = c.Nodes[0].GRPCAddr()
+	cfg3.RaftAddr = freeAddr(t)
+	proxy := newCutProxy(t, cfg3.RaftAddr)
+	cfg3.AdvertiseRaft = proxy.ln.Addr().String()
+	n3 := c.StartNode(cfg3)
+	c.WaitMembers(3)
+	return c, n3, proxy
+}
+
+// freeAddr is a loopback address nobody listens on (the port was free a
+// moment ago).
 func freeAddr(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -88,27 +120,7 @@ func freeAddr(t *testing.T) string {
 // on a follower cut off from the leader, and ready again once it rejoins;
 // /healthz (liveness) is not what is tested here.
 func TestReadinessFlipsWhenFollowerCutOff(t *testing.T) {
-	slow := func(cfg *server.Config) {
-		cfg.HTTPAddr = "127.0.0.1:0"
-		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
-	}
-	c := servertest.New(t)
-	cfg1 := servertest.Config(t, "node1")
-	slow(&cfg1)
-	c.StartNode(cfg1)
-	c.WaitLeader()
-	cfg2 := servertest.Config(t, "node2")
-	slow(&cfg2)
-	cfg2.Join = c.Nodes[0].GRPCAddr()
-	c.StartNode(cfg2)
-	cfg3 := servertest.Config(t, "node3")
-	slow(&cfg3)
-	cfg3.Join = c.Nodes[0].GRPCAddr()
-	cfg3.RaftAddr = freeAddr(t)
-	proxy := newCutProxy(t, cfg3.RaftAddr)
-	cfg3.AdvertiseRaft = proxy.ln.Addr().String()
-	n3 := c.StartNode(cfg3)
-	c.WaitMembers(3)
+	c, n3, proxy := clusterWithCuttableThird(t, func(cfg *server.Config) { cfg.HTTPAddr = "127.0.0.1:0" })
 
 	readyz := func() int {
 		resp, err := http.Get("http://" + n3.HTTPAddr() + "/readyz")
