@@ -397,7 +397,7 @@ func handoff(ctx context.Context, b Backend, o Options) (Result, error) {
 	commitSum := commit.Summary()
 
 	holds := make([][]holdEvent, n)
-	res := measure(ctx, b, o, "handoff", n, []string{"wait", "release"}, func(ctx context.Context, w int, t *tally) error {
+	res := measure(ctx, b, o, "handoff", n, []string{"wait", "release", "hold"}, func(ctx context.Context, w int, t *tally) error {
 		t0 := time.Now()
 		g, err := ss[w].Acquire(ctx, sem, 1, time.Minute)
 		if err != nil {
@@ -406,8 +406,9 @@ func handoff(ctx context.Context, b Backend, o Options) (Result, error) {
 		t1 := time.Now()
 		t.latency(0, t0, t1)
 		t.done(t1)
-		time.Sleep(o.Hold)
+		holdFor(o.Hold)
 		t2 := time.Now()
+		t.latency(2, t1, t2)
 		// The release must complete even when the window closes meanwhile,
 		// or the last holder's permit would stay taken.
 		_, err = ss[w].Release(context.WithoutCancel(ctx), sem)
