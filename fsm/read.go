@@ -31,13 +31,9 @@ func (s *state) semView(x semRec, now int64) *pb.Semaphore {
 		Metadata: copyMetadata(x.md), Version: x.version, CreatedAt: x.createdAt, UpdatedAt: x.updatedAt, LastActivityAt: x.lastActivity}
 }
 
-func (s *state) holderView(h holderRec, now int64) *pb.SemaphoreHolder {
-	v := &pb.SemaphoreHolder{LeaseId: h.lease.id, Weight: h.weight, LockedAt: h.lockedAt, FencingToken: h.token, Metadata: copyMetadata(h.md)}
-	if l, ok := s.getLease(h.ns, h.lease.id); ok {
-		v.ProcessId, v.ExpiresAt = l.proc, l.expiresAt
-	}
-	return v
-}
+// holderView is a stored hold's view. Its lease is h.lease (a stored hold's
+// lease is in the table, see dropHolder), so it takes no search.
+func holderView(h holderRec) *pb.SemaphoreHolder { return holderViewOf(h, h.lease.rec()) }
 
 // holderViewOf is holderView for a hold whose lease the caller has at hand.
 func holderViewOf(h holderRec, l leaseRec) *pb.SemaphoreHolder {
@@ -249,11 +245,6 @@ func (s *state) listSemaphores(ns string, limit int32, token string, now int64) 
 	return out, nil
 }
 
-func (s *state) leaseAlive(ns, id string, now int64) bool {
-	l, ok := s.getLease(ns, id)
-	return ok && l.expiresAt > now
-}
-
 func (s *state) listHolders(ns, sem string, limit int32, token string, now int64) (Page[*pb.SemaphoreHolder], *Error) {
 	if _, err := s.getSemaphore(ns, sem, now); err != nil {
 		return Page[*pb.SemaphoreHolder]{}, err
@@ -271,14 +262,14 @@ func (s *state) listHolders(ns, sem string, limit int32, token string, now int64
 			}
 			return &holderRec{ns: ns, sem: sem, seq: seq}, err == nil
 		},
-		visible: func(h *holderRec) bool { return s.leaseAlive(h.ns, h.lease.id, now) }}
+		visible: func(h *holderRec) bool { return h.lease.liveExp > now }}
 	p, err := sc.page(limit, token)
 	if err != nil {
 		return Page[*pb.SemaphoreHolder]{}, err
 	}
 	out := Page[*pb.SemaphoreHolder]{Next: p.Next, Previous: p.Previous}
 	for _, h := range p.Items {
-		out.Items = append(out.Items, s.holderView(*h, now))
+		out.Items = append(out.Items, holderView(*h))
 	}
 	return out, nil
 }
@@ -298,7 +289,9 @@ func (s *state) listLeases(ns, proc string, limit int32, token string, now int64
 	if _, ok := s.getNS(ns); !ok {
 		return Page[*pb.SemaphoreLease]{}, namespaceNotFound(ns)
 	}
-	var ids []string
+	// The page's leases are kept as they are found (the process index's
+	// entries carry the lease's ident), so that no id is searched again.
+	var ls []leaseRec
 	var p Page[string]
 	var err *Error
 	if proc == "" {
@@ -309,27 +302,24 @@ func (s *state) listLeases(ns, proc string, limit int32, token string, now int64
 		var lp Page[leaseRec]
 		lp, err = sc.page(limit, token)
 		p = Page[string]{Next: lp.Next, Previous: lp.Previous}
-		for _, l := range lp.Items {
-			ids = append(ids, l.id)
-		}
+		ls = lp.Items
 	} else {
 		sc := listScope[procKey]{kind: "lease", tree: s.byProc, start: procKey{&leaseIdent{ns: ns, proc: proc}},
 			inScope: func(k procKey) bool { return k.ns == ns && k.proc == proc }, keyOf: func(k procKey) string { return k.id },
 			pivot:   func(k string) (procKey, bool) { return procKey{&leaseIdent{ns: ns, proc: proc, id: k}}, true },
-			visible: func(k procKey) bool { return s.leaseAlive(k.ns, k.id, now) }}
+			visible: func(k procKey) bool { return k.liveExp > now }}
 		var kp Page[procKey]
 		kp, err = sc.page(limit, token)
 		p = Page[string]{Next: kp.Next, Previous: kp.Previous}
 		for _, k := range kp.Items {
-			ids = append(ids, k.id)
+			ls = append(ls, k.rec())
 		}
 	}
 	if err != nil {
 		return Page[*pb.SemaphoreLease]{}, err
 	}
 	out := Page[*pb.SemaphoreLease]{Next: p.Next, Previous: p.Previous}
-	for _, id := range ids {
-		l, _ := s.getLease(ns, id)
+	for _, l := range ls {
 		out.Items = append(out.Items, l.view())
 	}
 	return out, nil

@@ -86,46 +86,6 @@ type expiryKey struct {
 	*leaseIdent
 }
 
-// leaseIndex finds a lease's ident by (ns, id): one map of lease ids per
-// namespace, so that an entry is a string and a pointer (a single map keyed
-// by both strings costs twice the hashing and a bigger slot per lease).
-type leaseIndex struct {
-	byNS map[string]map[string]*leaseIdent
-}
-
-func newLeaseIndex() leaseIndex { return leaseIndex{byNS: map[string]map[string]*leaseIdent{}} }
-
-func (x leaseIndex) get(ns, id string) *leaseIdent { return x.byNS[ns][id] }
-
-// put registers li; sizeHint presizes a namespace's map when it is
-// created.
-func (x leaseIndex) put(li *leaseIdent, sizeHint int) {
-	m := x.byNS[li.ns]
-	if m == nil {
-		m = make(map[string]*leaseIdent, sizeHint)
-		x.byNS[li.ns] = m
-	}
-	m[li.id] = li
-}
-
-func (x leaseIndex) del(li *leaseIdent) {
-	if m := x.byNS[li.ns]; m != nil {
-		delete(m, li.id)
-		if len(m) == 0 {
-			delete(x.byNS, li.ns)
-		}
-	}
-}
-
-// len is the number of leases indexed (O(namespaces)).
-func (x leaseIndex) len() int {
-	n := 0
-	for _, m := range x.byNS {
-		n += len(m)
-	}
-	return n
-}
-
 type memberRec struct {
 	id, raftAddr, grpcAddr string
 	voter                  bool // to be promoted once caught up (SetMember.voter)
@@ -141,10 +101,10 @@ type state struct {
 	tokens     *btree.BTreeG[tokenRec] // access tokens, by id (acl.go)
 
 	// Derived indexes, rebuilt on restore and never persisted, so a
-	// snapshot clone does not carry them (see clone).
+	// snapshot clone does not carry them (see clone). Leases have no hash
+	// index: a lease is found by a search of the leases tree (identOf).
 	byProc   *btree.BTreeG[procKey]
 	expiry   *btree.BTreeG[expiryKey]
-	leaseIdx leaseIndex        // point lookups of leases
 	semIdx   map[SemKey]semRec // point lookups of semaphores (a mirror of the tree)
 	tokenIdx map[string]string // token secret hash -> token id
 
@@ -228,7 +188,6 @@ func newState() *state {
 			}
 			return a.id < b.id
 		}),
-		leaseIdx: newLeaseIndex(),
 		semIdx:   make(map[SemKey]semRec),
 		members:  btree.NewG(btreeDegree, func(a, b memberRec) bool { return a.id < b.id }),
 		tokens:   btree.NewG(btreeDegree, func(a, b tokenRec) bool { return a.id < b.id }),
@@ -240,7 +199,7 @@ func newState() *state {
 // persistView is what Snapshot takes under the lock: an O(1) point-in-time
 // copy of the tables for Persist. Every table is a btree of plain values,
 // copied lazily on write (btree.Clone). The derived indexes are not part of
-// it: Persist does not read them, and the live maps (leaseIdx, semIdx) and
+// it: Persist does not read them, and the live maps (semIdx, tokenIdx) and
 // the live fields of the leaseIdents could not be shared with a copy. They
 // are nil in the view, so that a use would fail loudly instead of reading
 // live data. The leaseIdents the view's leases point at are shared with
@@ -254,7 +213,7 @@ func (s *state) persistView() *state {
 	c.leases = s.leases.Clone()
 	c.members = s.members.Clone()
 	c.tokens = s.tokens.Clone()
-	c.byProc, c.expiry, c.leaseIdx, c.semIdx, c.tokenIdx = nil, nil, leaseIndex{}, nil, nil
+	c.byProc, c.expiry, c.semIdx, c.tokenIdx = nil, nil, nil, nil
 	return &c
 }
 
@@ -311,8 +270,22 @@ func (s *state) delSem(x semRec) {
 	delete(s.semIdx, SemKey{x.ns, x.name})
 }
 
-// identOf finds a lease's ident.
-func (s *state) identOf(ns, id string) *leaseIdent { return s.leaseIdx.get(ns, id) }
+// identOf finds a lease's ident by a search of the leases tree, which is in
+// (ns, id) order. There is no hash index of the leases: it cost 35 bytes a
+// lease, about a tenth of a lease's heap, for lookups that the tree does
+// in O(log n), if slower: each comparison reads an ident and its id, rarely
+// in cache on a large state (an Acquire applies in twice the time, see
+// DESIGN.md). The probe is a new ident on every call, not one kept in the
+// state: reads search concurrently, under the read lock. It goes to the
+// heap (96 bytes): the tree calls its comparator through a func value, so
+// the compiler cannot tell that Get keeps nothing.
+func (s *state) identOf(ns, id string) *leaseIdent {
+	l, ok := s.leases.Get(leaseRec{leaseIdent: &leaseIdent{ns: ns, id: id}})
+	if !ok {
+		return nil
+	}
+	return l.leaseIdent
+}
 
 func (li *leaseIdent) rec() leaseRec {
 	return leaseRec{leaseIdent: li, ttl: li.liveTTL, createdAt: li.liveCreated, expiresAt: li.liveExp}
@@ -388,7 +361,6 @@ func (s *state) holderOf(ns, sem, leaseID string) (holderRec, bool) {
 func (s *state) putLease(l leaseRec) {
 	li := l.leaseIdent
 	li.liveTTL, li.liveCreated, li.liveExp = l.ttl, l.createdAt, l.expiresAt
-	s.leaseIdx.put(li, 0)
 	s.leases.ReplaceOrInsert(l)
 	s.byProc.ReplaceOrInsert(procKey{li})
 	s.expiry.ReplaceOrInsert(expiryKey{at: l.expiresAt, leaseIdent: li})
@@ -412,11 +384,13 @@ func (s *state) addHolder(h holderRec, li *leaseIdent) {
 }
 
 // dropHolder deletes one hold and its index entry; the caller adjusts the
-// semaphore's counts.
+// semaphore's counts. A stored hold's lease is in the leases table
+// (removeLease drops a lease's holds with it; check verifies it), so
+// h.lease is that lease's ident, without a search.
 func (s *state) dropHolder(h holderRec) {
 	s.holders.Delete(&h)
-	if li := s.identOf(h.ns, h.lease.id); li != nil {
-		li.dropHold(h.sem)
+	if h.lease != nil {
+		h.lease.dropHold(h.sem)
 	}
 }
 
@@ -438,7 +412,6 @@ func (s *state) removeLease(l leaseRec) []string {
 	s.leases.Delete(l)
 	s.byProc.Delete(procKey{li})
 	s.expiry.Delete(expiryKey{at: l.expiresAt, leaseIdent: li})
-	s.leaseIdx.del(li)
 	if ns, ok := s.getNS(l.ns); ok {
 		ns.leaseCount--
 		s.namespaces.ReplaceOrInsert(ns)
@@ -473,7 +446,7 @@ func (s *state) effectiveHolds(sem semRec, now int64) (holds, holders int64) {
 		return sem.holds, sem.holders
 	}
 	for _, h := range s.semaphoreHolders(sem.ns, sem.name) {
-		if l, ok := s.getLease(h.ns, h.lease.id); ok && l.expiresAt > now {
+		if h.lease.liveExp > now { // the hold's lease, live (see dropHolder)
 			holds += h.weight
 			holders++
 		}

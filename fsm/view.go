@@ -18,8 +18,8 @@ func (f *FSM) SemaphoreView(ns, sem string, now int64, maxHolders int) (*pb.Sema
 		if len(hs) >= maxHolders {
 			break
 		}
-		if s.leaseAlive(h.ns, h.lease.id, now) {
-			hs = append(hs, s.holderView(h, now))
+		if h.lease.liveExp > now { // the hold's lease (see dropHolder): no search
+			hs = append(hs, holderView(h))
 		}
 	}
 	return v, hs, s.lastIndex, nil
