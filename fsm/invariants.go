@@ -14,10 +14,8 @@ func (f *FSM) CheckInvariants() error {
 	return s.check()
 }
 
-// check walks every table and index once, in order. Its point lookups are
-// in the hash indexes, except a lease's, which is a search of the leases
-// tree (there is no hash index of the leases, see identOf): check is
-// O(n log n) in the leases. The
+// check walks every table and index once, in order; it does point lookups
+// only in the hash indexes (no tree searches), so that it stays linear. The
 // walks of the semaphore side and of the lease side are independent (and
 // read-only): on a large state they run on two cores. The error reported
 // is the semaphore side's, if any, so it does not depend on timing.
@@ -202,11 +200,9 @@ func (s *state) checkLeases(leaseCount map[string]int64, holds *int) error {
 		if !nsExists(l.ns) {
 			return fail("lease %s in missing namespace %s", l.id, l.ns)
 		}
-		// The search finds every lease only if the tree is in order, and
-		// the ident's live mirror must be the record.
 		li := s.identOf(l.ns, l.id)
 		if li != l.leaseIdent || li.liveTTL != l.ttl || li.liveCreated != l.createdAt || li.liveExp != l.expiresAt {
-			return fail("lease %s: a search of the table does not find it, or its live mirror disagrees", l.id)
+			return fail("lease %s: the lookup index disagrees with the table", l.id)
 		}
 		for i := 1; i < len(li.holds); i++ {
 			if li.holds[i-1].sem >= li.holds[i].sem {
@@ -219,6 +215,9 @@ func (s *state) checkLeases(leaseCount map[string]int64, holds *int) error {
 	})
 	if err != nil {
 		return err
+	}
+	if s.leaseIdx.len() != s.leases.Len() {
+		return fmt.Errorf("lease index has %d entries for %d leases", s.leaseIdx.len(), s.leases.Len())
 	}
 	// Each index entry must point at a registered lease (and the expiry
 	// entry at its expires_at): entries are then distinct leases, and equal

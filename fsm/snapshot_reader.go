@@ -8,7 +8,6 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
-	"sort"
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
@@ -263,8 +262,8 @@ func loadState(tx *bolt.Tx, st *state) error {
 		return err
 	}
 
-	// Leases, in (ns, id) order: the idents here, then the trees (by
-	// buildLeaseTrees) from procs, which also carries an inline
+	// Leases, in (ns, id) order: the idents here, then the lookup index and
+	// the trees (by buildLeaseTrees) from procs, which also carries an inline
 	// prefix of the process id for sorting the process index.
 	nLeases := recordsBound(tx, bucketLeases)
 	procs := make([]procSortKey, 0, nLeases)
@@ -328,9 +327,18 @@ func loadState(tx *bolt.Tx, st *state) error {
 		return err
 	}
 	pending, text = nil, nil
-	// The holders below find their lease with byKey (procs is sorted for
-	// the process index below).
-	byKey := newLeaseFinder(procs)
+	// The lookup index, one map per namespace, each sized exactly (procs
+	// is grouped by namespace).
+	for i := 0; i < len(procs); {
+		j := i + 1
+		for j < len(procs) && procs[j].li.ns == procs[i].li.ns {
+			j++
+		}
+		for _, p := range procs[i:j] {
+			st.leaseIdx.put(p.li, j-i)
+		}
+		i = j
+	}
 	// The lease trees are built on another core while the holders are read
 	// below. That goroutine reads only the idents' immutable fields and
 	// live record mirror; the holders loop writes only their holds.
@@ -365,7 +373,7 @@ func loadState(tx *bolt.Tx, st *state) error {
 		if n := len(holders); n > 0 && holders[n-1].ns == sem.ns && holders[n-1].sem == sem.name && holders[n-1].seq >= seq {
 			return fmt.Errorf("holder %d of %q/%q out of order", seq, sem.ns, sem.name)
 		}
-		li := byKey.find(sem.ns, leaseID)
+		li := st.leaseIdx.get(sem.ns, string(leaseID))
 		if li == nil {
 			return fmt.Errorf("holder of missing lease %q", leaseID)
 		}
@@ -399,7 +407,6 @@ func loadState(tx *bolt.Tx, st *state) error {
 	}); err != nil {
 		return err
 	}
-	byKey = nil
 	// The tables are built bottom-up from their records, which are in
 	// order (checked above, and again by BuildFromSorted).
 	if err := st.holders.BuildFromSorted(holders); err != nil {
@@ -440,65 +447,6 @@ func loadState(tx *bolt.Tx, st *state) error {
 		st.members.ReplaceOrInsert(m)
 		return nil
 	})
-}
-
-// leaseFinder finds a restored lease by (ns, id) for the holders, which
-// name their lease by id: a binary search of the leases in (ns, id) order.
-// It compares the ids' 16-byte prefixes, kept in one contiguous array, and
-// reads an ident only where prefixes are equal, so that a search costs a
-// few cache misses instead of two a comparison (an ident, then its id).
-// The leases tree is not searched: it is being built on another goroutine,
-// and its comparisons read every ident. It lives only while the holders
-// are read (24 bytes a lease), instead of a hash index of the leases kept
-// for good.
-type leaseFinder struct {
-	idents []*leaseIdent // in (ns, id) order
-	keys   [][2]uint64   // prefix128 of each ident's id
-	ns     string        // the namespace of the last search,
-	lo, hi int           // and its leases: idents[lo:hi]
-}
-
-func newLeaseFinder(procs []procSortKey) *leaseFinder {
-	f := &leaseFinder{idents: make([]*leaseIdent, len(procs)), keys: make([][2]uint64, len(procs))}
-	for i, p := range procs {
-		f.idents[i] = p.li
-		f.keys[i][0], f.keys[i][1] = prefix128(p.li.id)
-	}
-	return f
-}
-
-func (f *leaseFinder) find(ns string, id []byte) *leaseIdent {
-	if ns != f.ns || f.lo == f.hi {
-		// The holders come grouped by namespace: this runs once a
-		// namespace.
-		f.ns = ns
-		f.lo = sort.Search(len(f.idents), func(i int) bool { return f.idents[i].ns >= ns })
-		f.hi = f.lo + sort.Search(len(f.idents)-f.lo, func(i int) bool { return f.idents[f.lo+i].ns != ns })
-	}
-	p0, p1 := prefix128(string(id))
-	lo, hi := f.lo, f.hi
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		k := &f.keys[m]
-		var less bool
-		switch {
-		case k[0] != p0:
-			less = k[0] < p0
-		case k[1] != p1:
-			less = k[1] < p1
-		default:
-			less = f.idents[m].id < string(id)
-		}
-		if less {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	if lo < f.hi && f.idents[lo].id == string(id) {
-		return f.idents[lo]
-	}
-	return nil
 }
 
 // buildLeaseTrees builds the leases, expiry and process trees bottom-up

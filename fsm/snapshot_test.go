@@ -7,7 +7,6 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -472,28 +471,5 @@ func TestSnapshotManyTransactions(t *testing.T) {
 	}
 	if err := c.CheckInvariants(); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// The restore's lease search finds every lease and no other, with ids that
-// share long prefixes (so that it must compare whole ids) and several
-// namespaces, searched in the holders' order (grouped by namespace).
-func TestLeaseFinder(t *testing.T) {
-	var procs []procSortKey
-	ids := []string{"a", "a0", "aaaaaaaaaaaaaaaa", "aaaaaaaaaaaaaaaa0", "aaaaaaaaaaaaaaaab", "aaaaaaaaaaaaaaab", "b", "ls_0000000000000000000000001", "ls_0000000000000000000000002"}
-	for _, ns := range []string{"n1", "n2", "n4"} {
-		for _, id := range ids {
-			procs = append(procs, procSortKey{li: &leaseIdent{ns: ns, id: id}})
-		}
-	}
-	f := newLeaseFinder(procs)
-	for _, ns := range []string{"n0", "n1", "n2", "n3", "n4", "n5"} {
-		for _, id := range append(ids, "", "0", "aa", "aaaaaaaaaaaaaaaa00", "aaaaaaaaaaaaaaaaa", "c", "ls_0000000000000000000000003") {
-			li := f.find(ns, []byte(id))
-			want := ns != "n0" && ns != "n3" && ns != "n5" && slices.Contains(ids, id)
-			if want != (li != nil) || li != nil && (li.ns != ns || li.id != id) {
-				t.Errorf("find(%q, %q) = %v, want found %v", ns, id, li, want)
-			}
-		}
 	}
 }

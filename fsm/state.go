@@ -86,6 +86,46 @@ type expiryKey struct {
 	*leaseIdent
 }
 
+// leaseIndex finds a lease's ident by (ns, id): one map of lease ids per
+// namespace, so that an entry is a string and a pointer (a single map keyed
+// by both strings costs twice the hashing and a bigger slot per lease).
+type leaseIndex struct {
+	byNS map[string]map[string]*leaseIdent
+}
+
+func newLeaseIndex() leaseIndex { return leaseIndex{byNS: map[string]map[string]*leaseIdent{}} }
+
+func (x leaseIndex) get(ns, id string) *leaseIdent { return x.byNS[ns][id] }
+
+// put registers li; sizeHint presizes a namespace's map when it is
+// created.
+func (x leaseIndex) put(li *leaseIdent, sizeHint int) {
+	m := x.byNS[li.ns]
+	if m == nil {
+		m = make(map[string]*leaseIdent, sizeHint)
+		x.byNS[li.ns] = m
+	}
+	m[li.id] = li
+}
+
+func (x leaseIndex) del(li *leaseIdent) {
+	if m := x.byNS[li.ns]; m != nil {
+		delete(m, li.id)
+		if len(m) == 0 {
+			delete(x.byNS, li.ns)
+		}
+	}
+}
+
+// len is the number of leases indexed (O(namespaces)).
+func (x leaseIndex) len() int {
+	n := 0
+	for _, m := range x.byNS {
+		n += len(m)
+	}
+	return n
+}
+
 type memberRec struct {
 	id, raftAddr, grpcAddr string
 	voter                  bool // to be promoted once caught up (SetMember.voter)
@@ -101,10 +141,10 @@ type state struct {
 	tokens     *btree.BTreeG[tokenRec] // access tokens, by id (acl.go)
 
 	// Derived indexes, rebuilt on restore and never persisted, so a
-	// snapshot clone does not carry them (see clone). Leases have no hash
-	// index: a lease is found by a search of the leases tree (identOf).
+	// snapshot clone does not carry them (see clone).
 	byProc   *btree.BTreeG[procKey]
 	expiry   *btree.BTreeG[expiryKey]
+	leaseIdx leaseIndex        // point lookups of leases
 	semIdx   map[SemKey]semRec // point lookups of semaphores (a mirror of the tree)
 	tokenIdx map[string]string // token secret hash -> token id
 
@@ -188,6 +228,7 @@ func newState() *state {
 			}
 			return a.id < b.id
 		}),
+		leaseIdx: newLeaseIndex(),
 		semIdx:   make(map[SemKey]semRec),
 		members:  btree.NewG(btreeDegree, func(a, b memberRec) bool { return a.id < b.id }),
 		tokens:   btree.NewG(btreeDegree, func(a, b tokenRec) bool { return a.id < b.id }),
@@ -199,10 +240,10 @@ func newState() *state {
 // persistView is what Snapshot takes under the lock: an O(1) point-in-time
 // copy of the tables for Persist. Every table is a btree of plain values,
 // copied lazily on write (btree.Clone). The derived indexes are not part of
-// it: Persist does not read them, and the live maps (semIdx, tokenIdx) and
-// the live fields of the leaseIdents could not be shared with a copy. They
-// are nil in the view, so that a use would fail loudly instead of reading
-// live data. The leaseIdents the view's leases point at are shared with
+// it: Persist does not read them, and the live indexes (leaseIdx, semIdx,
+// tokenIdx) and the live fields of the leaseIdents could not be shared with
+// a copy. They are nil in the view, so that a use would fail loudly instead
+// of reading live data. The leaseIdents the view's leases point at are shared with
 // the live state, but Persist reads only their immutable fields (ns, id,
 // proc).
 func (s *state) persistView() *state {
@@ -213,7 +254,7 @@ func (s *state) persistView() *state {
 	c.leases = s.leases.Clone()
 	c.members = s.members.Clone()
 	c.tokens = s.tokens.Clone()
-	c.byProc, c.expiry, c.semIdx, c.tokenIdx = nil, nil, nil, nil
+	c.byProc, c.expiry, c.leaseIdx, c.semIdx, c.tokenIdx = nil, nil, leaseIndex{}, nil, nil
 	return &c
 }
 
@@ -270,22 +311,8 @@ func (s *state) delSem(x semRec) {
 	delete(s.semIdx, SemKey{x.ns, x.name})
 }
 
-// identOf finds a lease's ident by a search of the leases tree, which is in
-// (ns, id) order. There is no hash index of the leases: it cost 35 bytes a
-// lease, about a tenth of a lease's heap, for lookups that the tree does
-// in O(log n), if slower: each comparison reads an ident and its id, rarely
-// in cache on a large state (an Acquire applies in twice the time, see
-// DESIGN.md). The probe is a new ident on every call, not one kept in the
-// state: reads search concurrently, under the read lock. It goes to the
-// heap (96 bytes): the tree calls its comparator through a func value, so
-// the compiler cannot tell that Get keeps nothing.
-func (s *state) identOf(ns, id string) *leaseIdent {
-	l, ok := s.leases.Get(leaseRec{leaseIdent: &leaseIdent{ns: ns, id: id}})
-	if !ok {
-		return nil
-	}
-	return l.leaseIdent
-}
+// identOf finds a lease's ident (nil: no such lease).
+func (s *state) identOf(ns, id string) *leaseIdent { return s.leaseIdx.get(ns, id) }
 
 func (li *leaseIdent) rec() leaseRec {
 	return leaseRec{leaseIdent: li, ttl: li.liveTTL, createdAt: li.liveCreated, expiresAt: li.liveExp}
@@ -361,6 +388,7 @@ func (s *state) holderOf(ns, sem, leaseID string) (holderRec, bool) {
 func (s *state) putLease(l leaseRec) {
 	li := l.leaseIdent
 	li.liveTTL, li.liveCreated, li.liveExp = l.ttl, l.createdAt, l.expiresAt
+	s.leaseIdx.put(li, 0)
 	s.leases.ReplaceOrInsert(l)
 	s.byProc.ReplaceOrInsert(procKey{li})
 	s.expiry.ReplaceOrInsert(expiryKey{at: l.expiresAt, leaseIdent: li})
@@ -412,6 +440,7 @@ func (s *state) removeLease(l leaseRec) []string {
 	s.leases.Delete(l)
 	s.byProc.Delete(procKey{li})
 	s.expiry.Delete(expiryKey{at: l.expiresAt, leaseIdent: li})
+	s.leaseIdx.del(li)
 	if ns, ok := s.getNS(l.ns); ok {
 		ns.leaseCount--
 		s.namespaces.ReplaceOrInsert(ns)
