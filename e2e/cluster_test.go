@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -234,6 +236,66 @@ func Test_MultiNode_RestartAll(t *testing.T) {
 	for _, g := range acked {
 		if tok, ok := holdersOf(t, ctx, a, "ra", g.sem)[g.lease]; !ok || tok != g.token {
 			t.Fatalf("grant %v lost across a full restart", g)
+		}
+	}
+}
+
+// Test_MultiNode_LaggingFollowerCatchesUpBySnapshot: a follower that was
+// down while the leader snapshotted and compacted far past its last entry
+// comes back with its old log, installs the leader's snapshot, and appends
+// after it: with the other follower down it is the leader's only quorum
+// partner, and writes still commit. raft-wal cannot hold a gap in its log;
+// until raft was told so (raftnode's IsMonotonic), it kept the follower's
+// old log after the snapshot, every append after it failed, and the leader
+// sent the snapshot again forever (the fault-injection suite found a
+// cluster that never served again).
+func Test_MultiNode_LaggingFollowerCatchesUpBySnapshot(t *testing.T) {
+	p := NewCluster(t, 3, "--snapshot-threshold", "40", "--snapshot-interval", "1s", "--trailing-logs", "10", "--log-level", "info")
+	p.StartAll()
+	li := leaderIndex(t, p, 0)
+	lag, other := (li+1)%3, (li+2)%3
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ids := setup(t, ctx, anyOf(p), "lag", 1, 10, 1)
+	refresh := func(a *Any) error {
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		return a.Do(wctx, func(ctx context.Context, c pb.GrackleServiceClient) error {
+			_, err := c.RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{NamespaceName: "lag", LeaseId: ids[0], TtlSeconds: 300})
+			return err
+		})
+	}
+	for i := 0; i < 20; i++ { // the lagging follower's log is not empty
+		if err := refresh(anyOf(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Kill9(lag)
+	// Enough entries, over long enough, that the leader snapshots (every
+	// 40 entries, checked every second) and compacts far past lag's log.
+	b := anyOf(p, li, other)
+	for n, start := 0, time.Now(); n < 400 || time.Since(start) < 3*time.Second; n++ {
+		if err := refresh(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Start(lag)
+	installed := false
+	for deadline := time.Now().Add(60 * time.Second); !installed && time.Now().Before(deadline); {
+		if out, err := os.ReadFile(p.Nodes[lag].LogPath); err == nil && bytes.Contains(out, []byte("Installed remote snapshot")) {
+			installed = true
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling the log file, not a timing assumption
+	}
+	if !installed {
+		t.Fatal("the lagging follower installed no snapshot within 60 s")
+	}
+	p.Kill9(other)
+	c := anyOf(p, li, lag)
+	for i := 0; i < 20; i++ {
+		if err := refresh(c); err != nil {
+			t.Fatalf("write %d with only the leader and the caught-up follower: %v", i, err)
 		}
 	}
 }

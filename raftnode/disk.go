@@ -64,6 +64,20 @@ func (s watchedStore) DeleteRange(lo, hi uint64) error {
 	return s.d.note(s.logStore.DeleteRange(lo, hi))
 }
 func (s watchedStore) Set(k, v []byte) error { return s.d.note(s.logStore.Set(k, v)) }
+
+// IsMonotonic passes the store's raft.MonotonicLogStore on to raft (through
+// the log cache, which asks its store). raft-wal cannot hold a gap in its
+// log, and says so; raft then deletes the whole log after installing a
+// snapshot (removeOldLogs) instead of compacting it up to the snapshot
+// with TrailingLogs kept. Without it, a follower whose log ended before a
+// snapshot it was sent kept that log, and every append after the snapshot
+// failed ("non-monotonic log entries: tried to append index 8781 after
+// 8529"), so the leader sent the snapshot again, forever: the fault-
+// injection suite caught a cluster that never served again that way.
+func (s watchedStore) IsMonotonic() bool {
+	m, ok := s.logStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
 func (s watchedStore) SetUint64(k []byte, v uint64) error {
 	return s.d.note(s.logStore.SetUint64(k, v))
 }
