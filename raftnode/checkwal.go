@@ -70,6 +70,12 @@ func checkWAL(dir string, snaps []string) error {
 		if tail != si.SealTime.IsZero() {
 			return damaged(meta, "segment %d (%d of %d) is sealed=%v: only the last may be unsealed, and it must be", si.ID, i+1, len(state.Segments), !si.SealTime.IsZero())
 		}
+		if !tail && si.IndexStart == 0 {
+			// raft-wal v0.4.0 sealed the tail this way when raft cut a
+			// suffix off the log (a follower dropping a deposed leader's
+			// entries); reads from it then fail, and raft cannot start.
+			return damaged(filepath.Join(dir, segment.FileName(si)), "segment %d is sealed but the metadata records no index for it (a log truncation by raft-wal v0.4.0, before 0.4.1 sealed such a segment properly): its entries cannot be read", si.ID)
+		}
 		if err := checkSegment(filepath.Join(dir, segment.FileName(si)), si, tail); err != nil {
 			return err
 		}
@@ -129,7 +135,15 @@ func checkSegment(path string, si types.SegmentInfo, tail bool) error {
 	}
 	if binary.LittleEndian.Uint64(hdr[0:8]) != walMagic {
 		if tail && allZero(hdr) {
-			return nil // created, never committed to: raft-wal starts it afresh
+			// Created, never committed to: raft-wal starts it afresh. A short
+			// one is a preallocation that failed part-way (ext4 raises the
+			// size as it allocates): removed like an empty one, or raft-wal
+			// would append into it without the space behind it, and the next
+			// start would refuse it as truncated.
+			if short {
+				return startAgain()
+			}
+			return nil
 		}
 		return damaged(path, "not a raft-wal segment (bad magic or version)")
 	}

@@ -124,9 +124,10 @@ func openLogStore(dir, format string, segmentSize int, log hclog.Logger) (logSto
 		if segmentSize > 0 {
 			size = segmentSize
 		}
-		// The metadata store is ours to close: WAL.Close leaves it open
-		// (raft-wal v0.4.0), and a node restarted in the same process
-		// would find it locked.
+		// The metadata store is ours: raft-wal's own opens bbolt with no
+		// lock timeout (a second node on the dir would hang; ours has the
+		// flock above), and v0.4.0's WAL.Close left it open. Since v0.4.2
+		// WAL.Close closes it too; closing it again is a no-op.
 		meta := &metadb.BoltMetaDB{}
 		// Its counters and gauges (appends, bytes, segment rotations, the
 		// last segment's age) go to go-metrics' global sink, as raft's do:
@@ -180,7 +181,7 @@ func (s *walStore) roomFor() error {
 func (s *walStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
 // GetLog keeps raft.LogStore's contract that entries DeleteRange removed
-// are gone: raft-wal (v0.4.0) marks a head truncation inside a segment by
+// are gone: raft-wal (v0.4.0 to v0.4.2) marks a head truncation inside a segment by
 // raising its MinIndex, but its tail segment still returns the entries
 // below it. Raft then replicated from those to a new or lagging member
 // instead of sending a snapshot (the compacted entries are committed and

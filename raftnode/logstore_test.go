@@ -135,3 +135,83 @@ func TestWALMissingMetadataBesideSegmentsIsDamaged(t *testing.T) {
 		t.Fatalf("restart without wal-meta.db: %v", err)
 	}
 }
+
+// A follower drops a conflicting suffix of its log (raft's "clearing log
+// suffix") and appends the new leader's entries, then restarts: the start
+// check accepts the log, and every entry reads back. raft-wal v0.4.0 marked
+// the truncated tail sealed without writing its index, so after a restart
+// every read from that segment failed ("sealed segment has no index
+// block") and raft could not start; v0.4.1 seals it properly (ForceSeal).
+func TestWALTailTruncationSurvivesARestart(t *testing.T) {
+	dir := t.TempDir()
+	open := func() logStore {
+		t.Helper()
+		s, err := openLogStore(dir, LogStoreWAL, 0, hclog.NewNullLogger())
+		must(t, err)
+		return s
+	}
+	store := func(s logStore, from, to, term uint64) {
+		t.Helper()
+		var logs []*raft.Log
+		for i := from; i <= to; i++ {
+			logs = append(logs, &raft.Log{Index: i, Term: term, Type: raft.LogCommand, Data: []byte{byte(term), byte(i)}})
+		}
+		must(t, s.StoreLogs(logs))
+	}
+	s := open()
+	store(s, 1, 10, 1)
+	must(t, s.DeleteRange(8, 10))
+	store(s, 8, 9, 2)
+	must(t, s.Close())
+	if err := checkDataDir(dir); err != nil {
+		t.Fatalf("the start check refused a log with a truncated tail: %v", err)
+	}
+	s = open()
+	defer s.Close()
+	for i := uint64(1); i <= 9; i++ {
+		var l raft.Log
+		if err := s.GetLog(i, &l); err != nil {
+			t.Fatalf("GetLog(%d) after the restart: %v", i, err)
+		}
+		if want := map[bool]uint64{true: 2, false: 1}[i >= 8]; l.Term != want || l.Data[1] != byte(i) {
+			t.Fatalf("entry %d after the restart: term %d, data %v; want term %d", i, l.Term, l.Data, want)
+		}
+	}
+	if last, err := s.LastIndex(); err != nil || last != 9 {
+		t.Fatalf("last index %d (%v), want 9", last, err)
+	}
+	store(s, 10, 12, 2) // and it appends on
+}
+
+// A tail segment whose preallocation stopped part-way (a full disk; ext4
+// raises the file's size as it allocates) and that holds nothing: the
+// start check removes it, raft-wal starts it again preallocated, and the
+// log is accepted at the next start too, once entries are in it.
+func TestWALPartlyPreallocatedTailStartsAgain(t *testing.T) {
+	dir := t.TempDir()
+	open := func() logStore {
+		t.Helper()
+		must(t, checkDataDir(dir))
+		s, err := openLogStore(dir, LogStoreWAL, 0, hclog.NewNullLogger())
+		must(t, err)
+		return s
+	}
+	s := open()
+	must(t, s.Close())
+	segs, err := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
+	must(t, err)
+	if len(segs) != 1 {
+		t.Fatalf("segments %v, want one", segs)
+	}
+	must(t, os.Truncate(segs[0], 4096))
+	s = open()
+	must(t, s.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: []byte("a")}}))
+	must(t, s.Close())
+	if fi, err := os.Stat(segs[0]); err != nil || fi.Size() <= 4096 {
+		t.Fatalf("the tail was not preallocated again: %v %v", fi.Size(), err)
+	}
+	s = open()
+	defer s.Close()
+	var l raft.Log
+	must(t, s.GetLog(1, &l))
+}
