@@ -153,7 +153,8 @@ func checkSegment(path string, si types.SegmentInfo, tail bool) error {
 	crc := crc32.Update(0, castagnoli, hdr) // the first batch covers the header
 	var off int64 = walHeaderLen
 	entries, committed, commits := 0, 0, 0
-	badCommit := int64(-1) // offset of a commit frame whose CRC did not match
+	badCommit := int64(-1)                // offset of a commit frame whose CRC did not match
+	var committedEnd int64 = walHeaderLen // the end of the last batch whose commit matched
 	fh := make([]byte, walFrameLen)
 	buf := make([]byte, 64<<10)
 	for off+walFrameLen <= fi.Size() {
@@ -176,6 +177,7 @@ func checkSegment(path string, si types.SegmentInfo, tail bool) error {
 				badCommit = off
 			} else {
 				committed = entries
+				committedEnd = off + walFrameLen
 			}
 			crc = 0
 			off += walFrameLen
@@ -215,6 +217,51 @@ func checkSegment(path string, si types.SegmentInfo, tail bool) error {
 	// it. Anything else must hold the entries the metadata says it does.
 	if !tail && si.MaxIndex >= si.BaseIndex && uint64(committed) < si.MaxIndex-si.BaseIndex+1 {
 		return damaged(path, "holds %d committed entries where the metadata records %d to %d", committed, si.BaseIndex, si.MaxIndex)
+	}
+	if tail {
+		f.Close()
+		return clearTornTail(path, committedEnd, fi.Size())
+	}
+	return nil
+}
+
+// clearTornTail zeroes whatever follows the tail's last committed batch
+// (the bytes of a torn batch), so that what raft-wal writes next is all
+// that follows it. raft-wal starts writing again at the last commit but
+// leaves the torn bytes beyond what it writes: after a shorter batch and a
+// restart, the check would read them as a damaged record and refuse a log
+// that lost nothing. It writes only when something there is not zero
+// (after a crash that tore a batch), and syncs before raft-wal opens the
+// file.
+func clearTornTail(path string, from, size int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	zero := make([]byte, len(buf))
+	wrote := false
+	for off := from; off < size; {
+		n, err := f.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
+		if n > 0 && !allZero(buf[:n]) {
+			if _, err := f.WriteAt(zero[:n], off); err != nil {
+				return fmt.Errorf("clear the torn batch at the end of %s: %w", path, err)
+			}
+			wrote = true
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if n == 0 {
+			break
+		}
+		off += int64(n)
+	}
+	if wrote {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("clear the torn batch at the end of %s: %w", path, err)
+		}
 	}
 	return nil
 }

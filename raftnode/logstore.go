@@ -96,6 +96,44 @@ func chooseFormat(dir, want string) (string, error) {
 // openLogStore opens (or creates) the store of the given format in dir;
 // segmentSize is the WAL's (0: DefaultWALSegmentSize).
 func openLogStore(dir, format string, segmentSize int, log hclog.Logger) (logStore, error) {
+	unlock, err := lockLogStore(dir, format, true)
+	if err != nil {
+		return nil, err
+	}
+	s, err := openLockedLogStore(dir, format, segmentSize, log, unlock)
+	if err != nil {
+		unlock()
+	}
+	return s, err
+}
+
+// lockLogStore takes the WAL's lock (wal/LOCK, flock with a 2 s bound);
+// a bbolt log is locked by bbolt itself when it opens. The node takes it
+// before the start check when the WAL exists, since the check may write to
+// its tail segment (it clears a torn batch, clearTornTail): only a node
+// holding the lock writes there. create: make wal/ if it is missing;
+// without it a missing wal/ takes no lock (unlock is nil), and the check
+// reports what it finds missing.
+func lockLogStore(dir, format string, create bool) (unlock func(), err error) {
+	if format != LogStoreWAL {
+		return func() {}, nil
+	}
+	d := filepath.Join(dir, walDir)
+	if !create {
+		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+	}
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return nil, fmt.Errorf("create %s: %w", d, err)
+	}
+	return lockDir(d)
+}
+
+// openLockedLogStore opens the log store of a data dir whose lock
+// (lockLogStore) the caller holds; a WAL store releases it on Close, and
+// the caller on an error.
+func openLockedLogStore(dir, format string, segmentSize int, log hclog.Logger, unlock func()) (logStore, error) {
 	switch format {
 	case LogStoreBolt:
 		// NoFreelistSync keeps the log store's commits small (Consul, rqlite).
@@ -109,17 +147,6 @@ func openLogStore(dir, format string, segmentSize int, log hclog.Logger) (logSto
 		return s, nil
 	case LogStoreWAL:
 		d := filepath.Join(dir, walDir)
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("create %s: %w", d, err)
-		}
-		// raft-wal's metadata file is bbolt opened with no lock timeout: a
-		// second node on the same dir would hang. checkDataDir has already
-		// opened it read-only with a timeout, so a locked dir fails there;
-		// this covers the race of two nodes starting at once.
-		unlock, err := lockDir(d)
-		if err != nil {
-			return nil, err
-		}
 		size := DefaultWALSegmentSize
 		if segmentSize > 0 {
 			size = segmentSize
@@ -136,7 +163,6 @@ func openLogStore(dir, format string, segmentSize int, log hclog.Logger) (logSto
 			wal.WithMetricsCollector(walCollector{}))
 		if err != nil {
 			meta.Close()
-			unlock()
 			return nil, fmt.Errorf("open the Raft log in %s: %w", d, err)
 		}
 		return &walStore{WAL: w, meta: meta, unlock: unlock, dir: d,

@@ -149,11 +149,28 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftnode: %w", err)
 	}
-	if err := checkDataDir(cfg.DataDir); err != nil {
+	// raft-wal's metadata file is bbolt opened with no lock timeout: a
+	// second node on the same dir would hang. The lock (with a bound) comes
+	// first when the WAL exists, so that only this node's check may clear a
+	// torn batch at its end; a new WAL is locked when it is made.
+	unlock, err := lockLogStore(cfg.DataDir, format, false)
+	if err != nil {
 		return nil, fmt.Errorf("raftnode: %w", err)
 	}
-	store, err := openLogStore(cfg.DataDir, format, cfg.WALSegmentSize, cfg.Logger)
+	if err := checkDataDir(cfg.DataDir); err != nil {
+		if unlock != nil {
+			unlock()
+		}
+		return nil, fmt.Errorf("raftnode: %w", err)
+	}
+	if unlock == nil {
+		if unlock, err = lockLogStore(cfg.DataDir, format, true); err != nil {
+			return nil, fmt.Errorf("raftnode: %w", err)
+		}
+	}
+	store, err := openLockedLogStore(cfg.DataDir, format, cfg.WALSegmentSize, cfg.Logger, unlock)
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("raftnode: %w", err)
 	}
 	retain := cfg.SnapshotsRetained
