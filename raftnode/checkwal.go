@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/segment"
@@ -76,9 +77,58 @@ func checkWAL(dir string, snaps []string) error {
 			// entries); reads from it then fail, and raft cannot start.
 			return damaged(filepath.Join(dir, segment.FileName(si)), "segment %d is sealed but the metadata records no index for it (a log truncation by raft-wal v0.4.0, before 0.4.1 sealed such a segment properly): its entries cannot be read", si.ID)
 		}
-		if err := checkSegment(filepath.Join(dir, segment.FileName(si)), si, tail); err != nil {
+		var seal tailSeal
+		if err := checkSegment(filepath.Join(dir, segment.FileName(si)), si, tail, &seal); err != nil {
 			return err
 		}
+		if tail && seal.sealed {
+			return finishRotation(meta, state, seal)
+		}
+	}
+	return nil
+}
+
+// tailSeal is what a tail segment's file says of its seal: sealed when its
+// last committed batch holds the index frame (at indexStart), after the
+// entries up to maxIndex.
+type tailSeal struct {
+	sealed     bool
+	indexStart uint64
+	maxIndex   uint64
+}
+
+// finishRotation completes a rotation that a crash cut short. raft-wal
+// seals a full segment in its last append (entries, the index frame, the
+// commit, an fsync) and records it in the metadata afterwards, with the
+// next segment; a crash in between leaves a tail sealed on disk and
+// unsealed in the metadata, on which raft-wal refuses every append
+// (ErrSealed), on every start. This records what the rotation would have:
+// the tail sealed with its last index and its index's offset, and a new
+// tail after it, whose file raft-wal creates when it opens (as it does
+// when a crash came after the metadata and before the file).
+func finishRotation(meta string, state types.PersistentState, seal tailSeal) error {
+	n := len(state.Segments)
+	old := state.Segments[n-1]
+	now := time.Now()
+	old.SealTime, old.MaxIndex, old.IndexStart = now, seal.maxIndex, seal.indexStart
+	state.Segments[n-1] = old
+	state.Segments = append(state.Segments, types.SegmentInfo{ID: state.NextSegmentID, BaseIndex: seal.maxIndex + 1,
+		MinIndex: seal.maxIndex + 1, SizeLimit: old.SizeLimit, Codec: old.Codec, CreateTime: now})
+	state.NextSegmentID++
+	raw, err := json.Marshal(state)
+	if err != nil {
+		return fmt.Errorf("%s: %w", meta, err)
+	}
+	db, err := bolt.Open(meta, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		return fmt.Errorf("%s: record the rotation a crash interrupted: %w", meta, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte(metadb.MetaBucket)).Put([]byte(metadb.MetaKey), raw) })
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: record the rotation a crash interrupted: %w", meta, err)
 	}
 	return nil
 }
@@ -94,7 +144,9 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func checkSegment(path string, si types.SegmentInfo, tail bool) error {
+// checkSegment checks one segment file; for the tail it reports in seal
+// whether the file is sealed.
+func checkSegment(path string, si types.SegmentInfo, tail bool, seal *tailSeal) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return damaged(path, "missing: the metadata lists segment %d (entries from %d) and its entries are lost", si.ID, si.BaseIndex)
@@ -154,6 +206,7 @@ func checkSegment(path string, si types.SegmentInfo, tail bool) error {
 	var off int64 = walHeaderLen
 	entries, committed, commits := 0, 0, 0
 	badCommit := int64(-1)                // offset of a commit frame whose CRC did not match
+	indexAt := int64(-1)                  // offset of an index frame in the batch being read
 	var committedEnd int64 = walHeaderLen // the end of the last batch whose commit matched
 	fh := make([]byte, walFrameLen)
 	buf := make([]byte, 64<<10)
@@ -178,7 +231,14 @@ func checkSegment(path string, si types.SegmentInfo, tail bool) error {
 			} else {
 				committed = entries
 				committedEnd = off + walFrameLen
+				if indexAt >= 0 {
+					// raft-wal's IndexStart is where the index's data
+					// begins, after the frame header.
+					seal.sealed, seal.indexStart = true, uint64(indexAt)+walFrameLen
+					seal.maxIndex = si.BaseIndex + uint64(entries) - 1
+				}
 			}
+			indexAt = -1
 			crc = 0
 			off += walFrameLen
 			continue
@@ -199,8 +259,11 @@ func checkSegment(path string, si types.SegmentInfo, tail bool) error {
 			crc = crc32.Update(crc, castagnoli, buf[:k])
 			left -= k
 		}
-		if typ == frameEntry {
+		switch typ {
+		case frameEntry:
 			entries++
+		case frameIndex:
+			indexAt = off
 		}
 		off += walFrameLen + size
 	}
@@ -212,6 +275,9 @@ func checkSegment(path string, si types.SegmentInfo, tail bool) error {
 	}
 	if badCommit >= 0 && !tail {
 		return damaged(path, "the records before offset %d do not match their checksum", badCommit)
+	}
+	if !tail && (!seal.sealed || seal.indexStart != si.IndexStart) {
+		return damaged(path, "the metadata records its index at offset %d, the file holds a committed index at %d (0: none)", si.IndexStart, seal.indexStart)
 	}
 	// A torn last batch of the tail was never acknowledged; raft-wal drops
 	// it. Anything else must hold the entries the metadata says it does.

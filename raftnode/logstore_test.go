@@ -1,14 +1,20 @@
 package raftnode
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/types"
+	bolt "go.etcd.io/bbolt"
 )
 
 func startFormat(dir, format string) (*Node, error) {
@@ -272,5 +278,101 @@ func TestWALTornBatchOverwrittenByAShorterOne(t *testing.T) {
 	var l raft.Log
 	if err := s.GetLog(6, &l); err != nil || string(l.Data) != "c" {
 		t.Fatalf("entry 6: %q (%v), want the shorter batch's", l.Data, err)
+	}
+}
+
+// A crash between the append that sealed a full segment and the metadata
+// commit of the rotation (raft-wal records the seal, and the next segment,
+// after the append returned): the tail is sealed on disk, unsealed in the
+// metadata, and raft-wal refused every append on it, on every start. The
+// start check records the rotation, and the log appends on.
+func TestWALRotationCutShortByACrash(t *testing.T) {
+	const seg = 64 << 10
+	entry := func(i uint64) []*raft.Log {
+		return []*raft.Log{{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte(strings.Repeat("x", 1000))}}
+	}
+	open := func(dir string) logStore {
+		t.Helper()
+		must(t, checkDataDir(dir))
+		s, err := openLogStore(dir, LogStoreWAL, seg, hclog.NewNullLogger())
+		must(t, err)
+		return s
+	}
+	files := func(dir string) []string {
+		t.Helper()
+		fs, err := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
+		must(t, err)
+		sort.Strings(fs)
+		return fs
+	}
+	editMeta := func(dir string, edit func(*types.PersistentState)) {
+		t.Helper()
+		db, err := bolt.Open(filepath.Join(dir, "wal", "wal-meta.db"), 0o600, nil)
+		must(t, err)
+		defer db.Close()
+		must(t, db.Update(func(tx *bolt.Tx) error {
+			b := tx.Bucket([]byte(metadb.MetaBucket))
+			var st types.PersistentState
+			if err := json.Unmarshal(b.Get([]byte(metadb.MetaKey)), &st); err != nil {
+				return err
+			}
+			edit(&st)
+			raw, err := json.Marshal(st)
+			if err != nil {
+				return err
+			}
+			return b.Put([]byte(metadb.MetaKey), raw)
+		}))
+	}
+
+	// Which append seals the first segment (entries of one size: the same
+	// one every time).
+	probe := t.TempDir()
+	s := open(probe)
+	for i := uint64(1); len(files(probe)) < 2; i++ {
+		if i > 1000 {
+			t.Fatal("no rotation after 1,000 appends")
+		}
+		must(t, s.StoreLogs(entry(i)))
+	}
+	must(t, s.Close())
+	var sealing uint64
+	editMeta(probe, func(st *types.PersistentState) { sealing = st.Segments[0].MaxIndex })
+
+	// Exactly that many appends, then the rotation's metadata undone (if
+	// Close did not already skip it): the sealed segment an unsealed tail
+	// again, the new segment gone (its file is created after the commit).
+	dir := t.TempDir()
+	s = open(dir)
+	for i := uint64(1); i <= sealing; i++ {
+		must(t, s.StoreLogs(entry(i)))
+	}
+	must(t, s.Close())
+	editMeta(dir, func(st *types.PersistentState) {
+		if len(st.Segments) == 2 {
+			st.Segments = st.Segments[:1]
+			st.Segments[0].SealTime, st.Segments[0].MaxIndex, st.Segments[0].IndexStart = time.Time{}, 0, 0
+			st.NextSegmentID--
+		}
+	})
+	if fs := files(dir); len(fs) == 2 {
+		must(t, os.Remove(fs[1]))
+	}
+
+	s = open(dir)
+	for i := uint64(1); i <= sealing; i++ {
+		var l raft.Log
+		if err := s.GetLog(i, &l); err != nil {
+			t.Fatalf("GetLog(%d): %v", i, err)
+		}
+	}
+	after := []*raft.Log{{Index: sealing + 1, Term: 1, Type: raft.LogCommand, Data: []byte("after")}}
+	must(t, s.StoreLogs(after))
+	must(t, s.Close())
+	s = open(dir)
+	defer s.Close()
+	var l raft.Log
+	if err := s.GetLog(sealing+1, &l); err != nil || string(l.Data) != "after" {
+		t.Fatalf("the entry after the recorded rotation: %q (%v)", l.Data, err)
 	}
 }

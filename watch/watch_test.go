@@ -360,7 +360,9 @@ func TestWatchSurvivesBurst(t *testing.T) {
 // A watcher that stops reading is cut off with ResourceExhausted; the
 // writes go on at full speed meanwhile.
 func TestSlowWatcherIsCutOff(t *testing.T) {
-	c := servertest.Start(t, 1, func(cfg *server.Config) { cfg.WatchStallTimeout = 300 * time.Millisecond })
+	// One stream at most: a second one opens once the first is cut off,
+	// which is how the test sees the cut-off without reading the first.
+	c := servertest.Start(t, 1, func(cfg *server.Config) { cfg.WatchStallTimeout = 300 * time.Millisecond; cfg.MaxWatchers = 1 })
 	api := c.Client(0)
 	ctx := ctxT(t)
 	var procs []string
@@ -384,11 +386,30 @@ func TestSlowWatcherIsCutOff(t *testing.T) {
 	if _, err := st.Recv(); err != nil {
 		t.Fatal(err)
 	}
-	// Each message is ~45 KB: a few fill the stream's flow-control window.
+	// Each message is ~45 KB: a few fill the stream's flow-control window,
+	// and then a send blocks. Writes go on, unread, until the node has cut
+	// the stream off: until a second stream may open. (A fixed number of
+	// writes was not enough on a fast machine: they all went out before
+	// the stall timeout, and nothing was cut off.)
 	id := ids[procs[0]]
-	for i := 0; i < 300; i++ {
+	for i := 0; ; i++ {
 		if _, err := api.AcquireSemaphore(ctx, &pb.AcquireSemaphoreRequest{NamespaceName: "ns", SemaphoreName: "s", LeaseId: id, Weight: int64(1 + i%2)}); err != nil {
 			t.Fatal(err)
+		}
+		if i%10 != 9 {
+			continue
+		}
+		sctx, cancel := context.WithCancel(ctx)
+		second, err := api.WatchSemaphore(sctx, &pb.WatchSemaphoreRequest{NamespaceName: "ns", SemaphoreName: "s"})
+		if err == nil {
+			_, err = second.Recv()
+		}
+		cancel()
+		if err == nil {
+			break // the first stream is gone
+		}
+		if status.Code(err) != codes.ResourceExhausted || apierr.ReasonOf(err) == apierr.WatchStalled {
+			t.Fatalf("a second watch while the first is open: %v, want the limit of streams", err)
 		}
 	}
 	// Now read: what was buffered, then the cut-off.
