@@ -1,7 +1,6 @@
 package raftnode
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -12,9 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/types"
-	bolt "go.etcd.io/bbolt"
 )
 
 // seedDataDir runs a single node that applies entries, snapshots, applies
@@ -167,22 +164,7 @@ func TestDamagedDataDirRefusesToStart(t *testing.T) {
 		}, "do not match their checksum"},
 		{"a sealed segment without an index (raft-wal v0.4.0's truncation)", LogStoreWAL, func(t *testing.T, dir string) string {
 			p := segments(t, dir)[0]
-			db, err := bolt.Open(filepath.Join(dir, "wal", "wal-meta.db"), 0o600, nil)
-			must(t, err)
-			defer db.Close()
-			must(t, db.Update(func(tx *bolt.Tx) error {
-				b := tx.Bucket([]byte(metadb.MetaBucket))
-				var st types.PersistentState
-				if err := json.Unmarshal(b.Get([]byte(metadb.MetaKey)), &st); err != nil {
-					return err
-				}
-				st.Segments[0].IndexStart = 0
-				raw, err := json.Marshal(st)
-				if err != nil {
-					return err
-				}
-				return b.Put([]byte(metadb.MetaKey), raw)
-			}))
+			editWALMeta(t, dir, func(st *types.PersistentState) { st.Segments[0].IndexStart = 0 })
 			return p
 		}, "records no index"},
 		{"a sealed segment removed", LogStoreWAL, func(t *testing.T, dir string) string {

@@ -195,13 +195,7 @@ func TestWALTailTruncationSurvivesARestart(t *testing.T) {
 // log is accepted at the next start too, once entries are in it.
 func TestWALPartlyPreallocatedTailStartsAgain(t *testing.T) {
 	dir := t.TempDir()
-	open := func() logStore {
-		t.Helper()
-		must(t, checkDataDir(dir))
-		s, err := openLogStore(dir, LogStoreWAL, 0, hclog.NewNullLogger())
-		must(t, err)
-		return s
-	}
+	open := func() logStore { return checkedOpen(t, dir, 0) }
 	s := open()
 	must(t, s.Close())
 	segs, err := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
@@ -229,13 +223,7 @@ func TestWALPartlyPreallocatedTailStartsAgain(t *testing.T) {
 // writes; read as records after the shorter batch they looked like damage.
 func TestWALTornBatchOverwrittenByAShorterOne(t *testing.T) {
 	dir := t.TempDir()
-	open := func() logStore {
-		t.Helper()
-		must(t, checkDataDir(dir))
-		s, err := openLogStore(dir, LogStoreWAL, 0, hclog.NewNullLogger())
-		must(t, err)
-		return s
-	}
+	open := func() logStore { return checkedOpen(t, dir, 0) }
 	store := func(s logStore, from, to uint64, data []byte) {
 		t.Helper()
 		var logs []*raft.Log
@@ -291,38 +279,13 @@ func TestWALRotationCutShortByACrash(t *testing.T) {
 	entry := func(i uint64) []*raft.Log {
 		return []*raft.Log{{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte(strings.Repeat("x", 1000))}}
 	}
-	open := func(dir string) logStore {
-		t.Helper()
-		must(t, checkDataDir(dir))
-		s, err := openLogStore(dir, LogStoreWAL, seg, hclog.NewNullLogger())
-		must(t, err)
-		return s
-	}
+	open := func(dir string) logStore { return checkedOpen(t, dir, seg) }
 	files := func(dir string) []string {
 		t.Helper()
 		fs, err := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
 		must(t, err)
 		sort.Strings(fs)
 		return fs
-	}
-	editMeta := func(dir string, edit func(*types.PersistentState)) {
-		t.Helper()
-		db, err := bolt.Open(filepath.Join(dir, "wal", "wal-meta.db"), 0o600, nil)
-		must(t, err)
-		defer db.Close()
-		must(t, db.Update(func(tx *bolt.Tx) error {
-			b := tx.Bucket([]byte(metadb.MetaBucket))
-			var st types.PersistentState
-			if err := json.Unmarshal(b.Get([]byte(metadb.MetaKey)), &st); err != nil {
-				return err
-			}
-			edit(&st)
-			raw, err := json.Marshal(st)
-			if err != nil {
-				return err
-			}
-			return b.Put([]byte(metadb.MetaKey), raw)
-		}))
 	}
 
 	// Which append seals the first segment (entries of one size: the same
@@ -337,7 +300,7 @@ func TestWALRotationCutShortByACrash(t *testing.T) {
 	}
 	must(t, s.Close())
 	var sealing uint64
-	editMeta(probe, func(st *types.PersistentState) { sealing = st.Segments[0].MaxIndex })
+	editWALMeta(t, probe, func(st *types.PersistentState) { sealing = st.Segments[0].MaxIndex })
 
 	// Exactly that many appends, then the rotation's metadata undone (if
 	// Close did not already skip it): the sealed segment an unsealed tail
@@ -348,7 +311,7 @@ func TestWALRotationCutShortByACrash(t *testing.T) {
 		must(t, s.StoreLogs(entry(i)))
 	}
 	must(t, s.Close())
-	editMeta(dir, func(st *types.PersistentState) {
+	editWALMeta(t, dir, func(st *types.PersistentState) {
 		if len(st.Segments) == 2 {
 			st.Segments = st.Segments[:1]
 			st.Segments[0].SealTime, st.Segments[0].MaxIndex, st.Segments[0].IndexStart = time.Time{}, 0, 0
@@ -375,4 +338,35 @@ func TestWALRotationCutShortByACrash(t *testing.T) {
 	if err := s.GetLog(sealing+1, &l); err != nil || string(l.Data) != "after" {
 		t.Fatalf("the entry after the recorded rotation: %q (%v)", l.Data, err)
 	}
+}
+
+// checkedOpen opens a data dir's WAL as a node does: the start check, then
+// the store (segSize 0: the default).
+func checkedOpen(t *testing.T, dir string, segSize int) logStore {
+	t.Helper()
+	must(t, checkDataDir(dir))
+	s, err := openLogStore(dir, LogStoreWAL, segSize, hclog.NewNullLogger())
+	must(t, err)
+	return s
+}
+
+// editWALMeta rewrites raft-wal's segment list in a closed data dir.
+func editWALMeta(t *testing.T, dir string, edit func(*types.PersistentState)) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, "wal", "wal-meta.db"), 0o600, nil)
+	must(t, err)
+	defer db.Close()
+	must(t, db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(metadb.MetaBucket))
+		var st types.PersistentState
+		if err := json.Unmarshal(b.Get([]byte(metadb.MetaKey)), &st); err != nil {
+			return err
+		}
+		edit(&st)
+		raw, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(metadb.MetaKey), raw)
+	}))
 }
