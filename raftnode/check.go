@@ -44,7 +44,11 @@ type snapshotMeta struct {
 // state.bin match the recorded size and CRC; the Raft log (raft.db, or
 // wal/ in checkwal.go) must open, every record of it must read (and, in
 // the WAL, match its checksum), and it must hold the log and term a
-// snapshot beside it implies.
+// snapshot beside it implies. It writes to the WAL in three cases only,
+// each what a crash can leave and raft-wal mishandles (checkwal.go): an
+// empty tail whose preallocation failed is removed, a torn batch at the
+// end of the tail is zeroed, and a rotation cut short is recorded; so the
+// caller holds the WAL's lock (lockLogStore).
 func checkDataDir(dir string) error {
 	snaps, err := checkSnapshots(filepath.Join(dir, "snapshots"))
 	if err != nil {
