@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -200,9 +199,7 @@ func TestDamagedDataDirRefusesToStart(t *testing.T) {
 // one sealed and the tail).
 func segments(t *testing.T, dir string) []string {
 	t.Helper()
-	segs, err := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
-	must(t, err)
-	sort.Strings(segs)
+	segs := walFiles(t, dir)
 	if len(segs) < 2 {
 		t.Fatalf("the seeded WAL has %d segments, want a sealed one and a tail", len(segs))
 	}

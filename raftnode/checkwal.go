@@ -115,15 +115,13 @@ func finishRotation(meta string, state types.PersistentState, seal tailSeal) err
 	state.Segments = append(state.Segments, types.SegmentInfo{ID: state.NextSegmentID, BaseIndex: seal.maxIndex + 1,
 		MinIndex: seal.maxIndex + 1, SizeLimit: old.SizeLimit, Codec: old.Codec, CreateTime: now})
 	state.NextSegmentID++
-	raw, err := json.Marshal(state)
-	if err != nil {
-		return fmt.Errorf("%s: %w", meta, err)
+	// raft-wal's own metadata store writes it (the node holds the WAL's
+	// lock, so nothing else has the file open).
+	db := &metadb.BoltMetaDB{}
+	_, err := db.Load(filepath.Dir(meta))
+	if err == nil {
+		err = db.CommitState(state)
 	}
-	db, err := bolt.Open(meta, 0o600, &bolt.Options{Timeout: 2 * time.Second})
-	if err != nil {
-		return fmt.Errorf("%s: record the rotation a crash interrupted: %w", meta, err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte(metadb.MetaBucket)).Put([]byte(metadb.MetaKey), raw) })
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}
@@ -284,7 +282,10 @@ func checkSegment(path string, si types.SegmentInfo, tail bool, seal *tailSeal) 
 	if !tail && si.MaxIndex >= si.BaseIndex && uint64(committed) < si.MaxIndex-si.BaseIndex+1 {
 		return damaged(path, "holds %d committed entries where the metadata records %d to %d", committed, si.BaseIndex, si.MaxIndex)
 	}
-	if tail {
+	// Records read past the last good commit are a torn batch. (A tail
+	// whose next frame header is zero is taken as ending there, as raft-wal
+	// takes it: the rest is not read.)
+	if tail && (off > committedEnd || badCommit >= 0) {
 		f.Close()
 		return clearTornTail(path, committedEnd, fi.Size())
 	}
@@ -296,9 +297,8 @@ func checkSegment(path string, si types.SegmentInfo, tail bool, seal *tailSeal) 
 // that follows it. raft-wal starts writing again at the last commit but
 // leaves the torn bytes beyond what it writes: after a shorter batch and a
 // restart, the check would read them as a damaged record and refuse a log
-// that lost nothing. It writes only when something there is not zero
-// (after a crash that tore a batch), and syncs before raft-wal opens the
-// file.
+// that lost nothing. It runs only after a crash that tore a batch, writes
+// only what is not zero, and syncs before raft-wal opens the file.
 func clearTornTail(path string, from, size int64) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {

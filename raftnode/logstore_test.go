@@ -1,7 +1,6 @@
 package raftnode
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/types"
-	bolt "go.etcd.io/bbolt"
 )
 
 func startFormat(dir, format string) (*Node, error) {
@@ -82,8 +80,7 @@ func TestWALEmptyShortTailStartsAgain(t *testing.T) {
 	n, err := New(Config{NodeID: "n1", DataDir: dir, BindAddr: "127.0.0.1:0", FSM: &raft.MockFSM{}, Logger: hclog.NewNullLogger(), WALSegmentSize: 64 << 10})
 	must(t, err)
 	must(t, n.Close())
-	segs, err := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
-	must(t, err)
+	segs := walFiles(t, dir)
 	if len(segs) != 1 {
 		t.Fatalf("segments %v, want one", segs)
 	}
@@ -93,7 +90,7 @@ func TestWALEmptyShortTailStartsAgain(t *testing.T) {
 		t.Fatalf("restart after a failed preallocation: %v", err)
 	}
 	defer n.Close()
-	segs, _ = filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
+	segs = walFiles(t, dir)
 	if len(segs) != 1 {
 		t.Fatalf("segments after the restart %v, want one", segs)
 	}
@@ -198,8 +195,7 @@ func TestWALPartlyPreallocatedTailStartsAgain(t *testing.T) {
 	open := func() logStore { return checkedOpen(t, dir, 0) }
 	s := open()
 	must(t, s.Close())
-	segs, err := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
-	must(t, err)
+	segs := walFiles(t, dir)
 	if len(segs) != 1 {
 		t.Fatalf("segments %v, want one", segs)
 	}
@@ -224,21 +220,13 @@ func TestWALPartlyPreallocatedTailStartsAgain(t *testing.T) {
 func TestWALTornBatchOverwrittenByAShorterOne(t *testing.T) {
 	dir := t.TempDir()
 	open := func() logStore { return checkedOpen(t, dir, 0) }
-	store := func(s logStore, from, to uint64, data []byte) {
-		t.Helper()
-		var logs []*raft.Log
-		for i := from; i <= to; i++ {
-			logs = append(logs, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: data})
-		}
-		must(t, s.StoreLogs(logs))
-	}
+	store := func(s logStore, from, to uint64, data []byte) { storeRange(t, s, from, to, 1, data) }
 	s := open()
 	store(s, 1, 5, []byte("a"))
 	store(s, 6, 8, []byte(strings.Repeat("B", 1000)))
 	must(t, s.Close())
 	// Tear the last batch: zero its commit frame, the last non-zero frame.
-	segs, err := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
-	must(t, err)
+	segs := walFiles(t, dir)
 	b, err := os.ReadFile(segs[0])
 	must(t, err)
 	last := len(b) - 1
@@ -280,13 +268,7 @@ func TestWALRotationCutShortByACrash(t *testing.T) {
 		return []*raft.Log{{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte(strings.Repeat("x", 1000))}}
 	}
 	open := func(dir string) logStore { return checkedOpen(t, dir, seg) }
-	files := func(dir string) []string {
-		t.Helper()
-		fs, err := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
-		must(t, err)
-		sort.Strings(fs)
-		return fs
-	}
+	files := func(dir string) []string { return walFiles(t, dir) }
 
 	// Which append seals the first segment (entries of one size: the same
 	// one every time).
@@ -350,23 +332,34 @@ func checkedOpen(t *testing.T, dir string, segSize int) logStore {
 	return s
 }
 
-// editWALMeta rewrites raft-wal's segment list in a closed data dir.
+// editWALMeta rewrites raft-wal's segment list in a closed data dir,
+// through raft-wal's own metadata store.
 func editWALMeta(t *testing.T, dir string, edit func(*types.PersistentState)) {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(dir, "wal", "wal-meta.db"), 0o600, nil)
-	must(t, err)
+	db := &metadb.BoltMetaDB{}
 	defer db.Close()
-	must(t, db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte(metadb.MetaBucket))
-		var st types.PersistentState
-		if err := json.Unmarshal(b.Get([]byte(metadb.MetaKey)), &st); err != nil {
-			return err
-		}
-		edit(&st)
-		raw, err := json.Marshal(st)
-		if err != nil {
-			return err
-		}
-		return b.Put([]byte(metadb.MetaKey), raw)
-	}))
+	st, err := db.Load(filepath.Join(dir, walDir))
+	must(t, err)
+	edit(&st)
+	must(t, db.CommitState(st))
+}
+
+// walFiles lists the WAL's segment files, oldest first.
+func walFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	fs, err := filepath.Glob(filepath.Join(dir, walDir, "*.wal"))
+	must(t, err)
+	sort.Strings(fs)
+	return fs
+}
+
+// storeRange appends entries from..to of one term and one payload, in one
+// batch.
+func storeRange(t *testing.T, s logStore, from, to, term uint64, data []byte) {
+	t.Helper()
+	var logs []*raft.Log
+	for i := from; i <= to; i++ {
+		logs = append(logs, &raft.Log{Index: i, Term: term, Type: raft.LogCommand, Data: data})
+	}
+	must(t, s.StoreLogs(logs))
 }
