@@ -47,14 +47,25 @@ func (t *Term) ReadIndex(ctx context.Context) (index uint64, now int64, err erro
 
 // withHandOff proposes cmd with the grants of the waiters of key that fit
 // once it frees extraFree permits, in the same entry, and settles them.
+//
+// They are settled in the entry's then, on the packer's completion
+// goroutine, not after this caller wakes: the next holder's answer is then
+// on its way one goroutine hand-off sooner, and the release's own answer
+// (off the hand-off's critical path) follows.
 func (t *Term) withHandOff(ctx context.Context, cmd *fsmpb.Command, frees map[fsm.SemKey]int64) (*fsm.Result, error) {
 	var ws []*waiter
 	for key, extra := range frees {
 		ws = append(ws, t.q.attach(cmd, key, extra)...)
 	}
-	res, err := t.propose(ctx, cmd)
-	t.q.settle(ws, res)
-	return res, err
+	if len(ws) == 0 {
+		return t.propose(ctx, cmd)
+	}
+	return t.proposeThen(ctx, cmd, func(res *fsm.Result, err error) {
+		if err != nil {
+			res = nil
+		}
+		t.q.settle(ws, res)
+	})
 }
 
 // Release releases a hold; waiters it frees room for are granted in the
