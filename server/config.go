@@ -121,6 +121,11 @@ type Config struct {
 	// percentage of that memory (75%). Only Run sets it (it is
 	// process-wide); Start leaves the runtime alone.
 	MemoryLimit string
+	// GCHeadroom caps how far the heap may grow past its live part between
+	// collections (--gc-headroom, package gctune): a size (default
+	// DefaultGCHeadroom, 256MiB; GOGC in the environment wins over the
+	// default), or "off" for Go's own GOGC. Only Run applies it.
+	GCHeadroom string
 	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/ on
 	// the HTTP port (off by default: profiles reveal internals and cost CPU
 	// while taken). make profile-bench uses it.
@@ -161,5 +166,6 @@ func DefaultConfig() Config {
 		ReadyMaxLag:        DefaultReadyMaxLag,
 		LogLevel:           "info",
 		MemoryLimit:        DefaultMemoryLimit,
+		GCHeadroom:         DefaultGCHeadroom,
 	}
 }

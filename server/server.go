@@ -482,6 +482,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := applyMemoryLimit(cfg.MemoryLimit, log.Info); err != nil {
 		return err
 	}
+	tuner, err := startGCTuner(cfg.GCHeadroom, log.Info)
+	if err != nil {
+		return err
+	}
+	defer tuner.Stop()
 	s, err := Start(cfg, log)
 	if err != nil {
 		return err

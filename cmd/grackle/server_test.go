@@ -79,6 +79,7 @@ var allServerArgs = []string{
 	"--shutdown-timeout", "20s",
 	"--ready-max-lag", "55",
 	"--memory-limit", "900MiB",
+	"--gc-headroom", "1GiB",
 	"--log-level-file", "/etc/grackle/log-level",
 	"--log-level", "debug",
 	"--log-json",
@@ -132,6 +133,7 @@ func allServerConfig() server.Config {
 	want.ShutdownTimeout = 20 * time.Second
 	want.ReadyMaxLag = 55
 	want.MemoryLimit = "900MiB"
+	want.GCHeadroom = "1GiB"
 	want.LogLevelFile = "/etc/grackle/log-level"
 	want.LogLevel = "debug"
 	want.LogJSON = true
@@ -245,6 +247,8 @@ func TestServerErrors(t *testing.T) {
 			"grackle: server: max-permits: must not be negative\n"},
 		{"bad duration", nil, []string{"server", "--election-timeout", "5x"}, exitUsage,
 			"grackle: server: invalid argument \"5x\" for \"--election-timeout\" flag: \"5x\": want a duration like 30s, 1m or 250ms (a bare number is seconds)\n"},
+		{"bad gc headroom", nil, []string{"server", "--gc-headroom", "lots"}, exitUsage,
+			"grackle: server: gc-headroom: \"lots\": want off or a size such as 256MiB or 1GiB (B, KiB, MiB, GiB, TiB)\n"},
 		{"unknown flag", nil, []string{"server", "--nope"}, exitUsage,
 			"grackle: server: unknown flag: --nope\n"},
 		{"positional", nil, []string{"server", "extra"}, exitUsage,

@@ -1,0 +1,39 @@
+package server
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestResolveGCHeadroom(t *testing.T) {
+	noEnv := func(string) (string, bool) { return "", false }
+	gogc := func(k string) (string, bool) {
+		if k == "GOGC" {
+			return "200", true
+		}
+		return "", false
+	}
+	for _, c := range []struct {
+		name, spec string
+		env        func(string) (string, bool)
+		want       uint64
+		why        string
+	}{
+		{name: "default", spec: DefaultGCHeadroom, env: noEnv, want: 256 << 20, why: "--gc-headroom 256MiB"},
+		{name: "empty is the default", spec: "", env: noEnv, want: 256 << 20, why: "--gc-headroom 256MiB"},
+		{name: "GOGC wins over the default", spec: DefaultGCHeadroom, env: gogc, want: 0, why: "GOGC=200 from the environment"},
+		{name: "a size wins over GOGC", spec: "1GiB", env: gogc, want: 1 << 30, why: "--gc-headroom 1GiB"},
+		{name: "off", spec: "off", env: noEnv, want: 0, why: "off"},
+		{name: "zero is off", spec: "0", env: noEnv, want: 0, why: "off"},
+	} {
+		got, err := resolveGCHeadroom(c.spec, c.env)
+		if err != nil || got.bytes != c.want || got.why != c.why {
+			t.Errorf("%s: resolveGCHeadroom(%q) = %+v, %v; want %d bytes from %q", c.name, c.spec, got, err, c.want, c.why)
+		}
+	}
+	for _, spec := range []string{"lots", "-5MiB", "10%", "1.5GiB"} {
+		if _, err := resolveGCHeadroom(spec, noEnv); err == nil || !strings.Contains(err.Error(), "gc-headroom") {
+			t.Errorf("%q: got %v, want an error naming gc-headroom", spec, err)
+		}
+	}
+}
