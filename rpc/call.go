@@ -91,8 +91,12 @@ func applied[Resp any](ctx context.Context, res *fsm.Result, err error, build fu
 func setIndex(ctx context.Context, index uint64) {
 	if index > 0 {
 		// RaftIndexKey is lower case already: metadata.Pairs would lower it
-		// again, in a copy, on every write.
-		_ = grpc.SetHeader(ctx, metadata.MD{RaftIndexKey: {strconv.FormatUint(index, 10)}})
+		// again, in a copy, on every write. SendHeader, not SetHeader: the
+		// header is the call's only one, and SetHeader would merge it into
+		// the stream's (an empty map) as a second map copy (metadata.Join),
+		// 4-5 % of the bytes a leader allocates per write; a unary
+		// response's header goes out just before its message either way.
+		_ = grpc.SendHeader(ctx, metadata.MD{RaftIndexKey: {strconv.FormatUint(index, 10)}})
 	}
 }
 
