@@ -27,7 +27,8 @@ import (
 // has applied the first node's commit index (it catches up by an
 // InstallSnapshot: the log before the last snapshot is gone), and the new
 // node's resident set (GRACKLE_LARGE_GOMEMLIMIT sets both nodes' GOMEMLIMIT,
-// GRACKLE_LARGE_MEMORY_LIMIT their --memory-limit).
+// GRACKLE_LARGE_MEMORY_LIMIT their --memory-limit, GRACKLE_LARGE_GC_HEADROOM
+// their --gc-headroom).
 // Filling a million leases takes minutes, so it runs
 // only with GRACKLE_BENCH_LARGE=1 (make bench-large):
 //
@@ -78,6 +79,13 @@ func BenchmarkLargeState(b *testing.B) {
 			memFlag = []string{"--memory-limit", v}
 			p.Nodes[0].Args = append(p.Nodes[0].Args, memFlag...)
 			b.Logf("nodes run with --memory-limit %s", v)
+		}
+		// GRACKLE_LARGE_GC_HEADROOM (e.g. off) is passed to both nodes as
+		// --gc-headroom; without it they run with the default (auto).
+		if v := os.Getenv("GRACKLE_LARGE_GC_HEADROOM"); v != "" {
+			memFlag = append(memFlag, "--gc-headroom", v)
+			p.Nodes[0].Args = append(p.Nodes[0].Args, "--gc-headroom", v)
+			b.Logf("nodes run with --gc-headroom %s", v)
 		}
 		p.StartAll()
 		p.WaitLeader(0, 30*time.Second)

@@ -228,14 +228,17 @@ func (t *Term) proposeThen(ctx context.Context, cmd *fsmpb.Command, then func(*f
 }
 
 // proposeGrants runs a command of grants for queued waiters in a goroutine
-// of the term and settles them with its outcome.
+// of the term and settles them with its outcome, in the entry's then (as
+// withHandOff does: the waiters hear of their grants without waiting for
+// this goroutine to wake).
 func (t *Term) proposeGrants(cmd *fsmpb.Command, ws []*waiter) bool {
 	return t.goTerm(func() {
-		res, err := t.propose(own(t.ctx), cmd)
-		if err != nil {
-			res = nil
-		}
-		t.q.settle(ws, res)
+		_, _ = t.proposeThen(own(t.ctx), cmd, func(res *fsm.Result, err error) {
+			if err != nil {
+				res = nil
+			}
+			t.q.settle(ws, res)
+		})
 	})
 }
 

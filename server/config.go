@@ -122,9 +122,9 @@ type Config struct {
 	// process-wide); Start leaves the runtime alone.
 	MemoryLimit string
 	// GCHeadroom caps how far the heap may grow past its live part between
-	// collections (--gc-headroom, package gctune): a size (default
-	// DefaultGCHeadroom, 256MiB; GOGC in the environment wins over the
-	// default), or "off" for Go's own GOGC. Only Run applies it.
+	// collections (--gc-headroom, package gctune): "auto" (default
+	// DefaultGCHeadroom: 256 MiB, unless GOGC is set in the environment),
+	// a size, or "off" for Go's own GOGC. Only Run applies it.
 	GCHeadroom string
 	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/ on
 	// the HTTP port (off by default: profiles reveal internals and cost CPU

@@ -8,13 +8,18 @@ import (
 	"github.com/grackle-coord/grackle/internal/gctune"
 )
 
-// DefaultGCHeadroom is --gc-headroom's default: once the live heap passes
-// 256 MiB, the heap may grow by 256 MiB between collections instead of by
-// as much again as is live (Go's GOGC=100). A node holding a million leases
-// has about 0.6 GiB live: with Go's default it was resident at 1.3 GiB,
-// with this at about 0.85 (docs/SCALING.md). Below 256 MiB live (every
-// state but a large one) nothing changes.
-const DefaultGCHeadroom = "256MiB"
+// DefaultGCHeadroom is --gc-headroom's default, "auto": autoGCHeadroom
+// unless GOGC is set in the environment (then GOGC alone decides, as
+// GOMEMLIMIT wins over --memory-limit's auto).
+const DefaultGCHeadroom = "auto"
+
+// autoGCHeadroom is auto's headroom: once the live heap passes 256 MiB,
+// the heap may grow by 256 MiB between collections instead of by as much
+// again as is live (Go's GOGC=100). A node holding a million leases has
+// about 0.6 GiB live: with Go's default it was resident at 1.3 GiB, with
+// this at 0.9-0.95 (docs/SCALING.md). Below 256 MiB live (every state but
+// a large one) nothing changes.
+const autoGCHeadroom = "256MiB"
 
 // gcHeadroom is a resolved --gc-headroom.
 type gcHeadroom struct {
@@ -22,23 +27,24 @@ type gcHeadroom struct {
 	why   string
 }
 
-// resolveGCHeadroom reads --gc-headroom: a size (256MiB), or "off" (Go's
-// own GOGC). GOGC in the environment wins over the default, as GOMEMLIMIT
-// does over --memory-limit's.
+// resolveGCHeadroom reads --gc-headroom: auto, a size (512MiB), or "off"
+// (Go's own GOGC). An explicit size applies whatever GOGC says, with
+// GOGC's value as the most the tuner sets.
 func resolveGCHeadroom(spec string, env func(string) (string, bool)) (gcHeadroom, error) {
 	spec = strings.TrimSpace(spec)
 	switch strings.ToLower(spec) {
 	case "off", "none", "0":
 		return gcHeadroom{why: "off"}, nil
-	case "", strings.ToLower(DefaultGCHeadroom):
+	case "", DefaultGCHeadroom:
 		if v, ok := env("GOGC"); ok && v != "" {
-			return gcHeadroom{why: "GOGC=" + v + " from the environment"}, nil
+			return gcHeadroom{why: "auto: GOGC=" + v + " from the environment"}, nil
 		}
-		spec = DefaultGCHeadroom
+		n, _ := parseSize(autoGCHeadroom)
+		return gcHeadroom{bytes: uint64(n), why: "auto"}, nil
 	}
 	n, err := parseSize(spec)
 	if err != nil {
-		return gcHeadroom{}, fmt.Errorf("gc-headroom: %q: want off or a size such as 256MiB or 1GiB (B, KiB, MiB, GiB, TiB)", spec)
+		return gcHeadroom{}, fmt.Errorf("gc-headroom: %q: want auto, off or a size such as 512MiB or 1GiB (B, KiB, MiB, GiB, TiB)", spec)
 	}
 	return gcHeadroom{bytes: uint64(n), why: "--gc-headroom " + spec}, nil
 }
@@ -58,11 +64,11 @@ func startGCTuner(spec string, logf func(msg string, args ...interface{})) (*gct
 	if err != nil {
 		return nil, err
 	}
-	headroom := "none (Go's GOGC)"
-	if h.bytes > 0 {
-		headroom = formatBytes(int64(h.bytes))
+	if h.bytes == 0 {
+		logf("gc headroom", "headroom", "none (Go's GOGC)", "from", h.why)
+	} else {
+		logf("gc headroom", "headroom", formatBytes(int64(h.bytes)), "from", h.why, "floor_gogc", gctune.DefaultFloor)
 	}
-	logf("gc headroom", "headroom", headroom, "from", h.why, "floor_gogc", gctune.DefaultFloor)
 	return gctune.Start(h.bytes, gctune.DefaultFloor, func(live uint64, from, to int) {
 		logf("gc headroom: GOGC changed", "live_heap", formatBytes(int64(live)), "from", from, "to", to)
 	}), nil

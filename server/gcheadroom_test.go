@@ -19,10 +19,11 @@ func TestResolveGCHeadroom(t *testing.T) {
 		want       uint64
 		why        string
 	}{
-		{name: "default", spec: DefaultGCHeadroom, env: noEnv, want: 256 << 20, why: "--gc-headroom 256MiB"},
-		{name: "empty is the default", spec: "", env: noEnv, want: 256 << 20, why: "--gc-headroom 256MiB"},
-		{name: "GOGC wins over the default", spec: DefaultGCHeadroom, env: gogc, want: 0, why: "GOGC=200 from the environment"},
+		{name: "auto", spec: DefaultGCHeadroom, env: noEnv, want: 256 << 20, why: "auto"},
+		{name: "empty is auto", spec: "", env: noEnv, want: 256 << 20, why: "auto"},
+		{name: "GOGC wins over auto", spec: "AUTO", env: gogc, want: 0, why: "auto: GOGC=200 from the environment"},
 		{name: "a size wins over GOGC", spec: "1GiB", env: gogc, want: 1 << 30, why: "--gc-headroom 1GiB"},
+		{name: "256MiB given is not auto", spec: "256MiB", env: gogc, want: 256 << 20, why: "--gc-headroom 256MiB"},
 		{name: "off", spec: "off", env: noEnv, want: 0, why: "off"},
 		{name: "zero is off", spec: "0", env: noEnv, want: 0, why: "off"},
 	} {

@@ -248,7 +248,7 @@ func TestServerErrors(t *testing.T) {
 		{"bad duration", nil, []string{"server", "--election-timeout", "5x"}, exitUsage,
 			"grackle: server: invalid argument \"5x\" for \"--election-timeout\" flag: \"5x\": want a duration like 30s, 1m or 250ms (a bare number is seconds)\n"},
 		{"bad gc headroom", nil, []string{"server", "--gc-headroom", "lots"}, exitUsage,
-			"grackle: server: gc-headroom: \"lots\": want off or a size such as 256MiB or 1GiB (B, KiB, MiB, GiB, TiB)\n"},
+			"grackle: server: gc-headroom: \"lots\": want auto, off or a size such as 512MiB or 1GiB (B, KiB, MiB, GiB, TiB)\n"},
 		{"unknown flag", nil, []string{"server", "--nope"}, exitUsage,
 			"grackle: server: unknown flag: --nope\n"},
 		{"positional", nil, []string{"server", "extra"}, exitUsage,

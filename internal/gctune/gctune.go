@@ -29,20 +29,26 @@ import (
 const DefaultFloor = 25
 
 // Percent is the GOGC that lets a heap of live bytes grow by at most
-// headroom: Go's default of 100 while live is at most headroom, else
-// 100 * headroom / live, but never below floor.
-func Percent(live, headroom uint64, floor int) int {
+// headroom: ceiling (Go's 100 by default, or what GOGC said; -1 is off)
+// while live is at most headroom, else 100 * headroom / live, but never
+// below floor nor above ceiling.
+func Percent(live, headroom uint64, floor, ceiling int) int {
 	if headroom == 0 || live <= headroom {
-		return 100
+		return ceiling
 	}
-	p := int(headroom * 100 / live)
-	return max(p, floor)
+	p := int(float64(headroom) * 100 / float64(live)) // no overflow, whatever the sizes
+	p = max(p, floor)
+	if ceiling >= 0 {
+		p = min(p, ceiling)
+	}
+	return p
 }
 
 // Tuner sets GOGC from the live heap until stopped.
 type Tuner struct {
 	headroom uint64
 	floor    int
+	ceiling  int // the GOGC found at start (-1: off): the most it sets, and what Stop restores
 	every    time.Duration
 	set      func(int) int         // debug.SetGCPercent; tests watch it
 	live     func() (uint64, bool) // the live heap (runtime/metrics); tests feed it
@@ -54,11 +60,12 @@ type Tuner struct {
 }
 
 // Start runs a tuner with headroom bytes (0: none: the tuner does
-// nothing), polling every second. onChange (nil: none) is told every
-// change it makes, for the log.
+// nothing), polling every second. The GOGC it finds (100, or what the
+// environment's GOGC set) is the most it sets and what Stop restores.
+// onChange (nil: none) is told every change it makes, for the log.
 func Start(headroom uint64, floor int, onChange func(live uint64, from, to int)) *Tuner {
-	t := &Tuner{headroom: headroom, floor: floor, every: time.Second, set: debug.SetGCPercent, live: liveHeap,
-		onChange: onChange, stop: make(chan struct{}), done: make(chan struct{})}
+	t := &Tuner{headroom: headroom, floor: floor, ceiling: currentGOGC(), every: time.Second, set: debug.SetGCPercent,
+		live: liveHeap, onChange: onChange, stop: make(chan struct{}), done: make(chan struct{})}
 	t.start()
 	return t
 }
@@ -71,7 +78,7 @@ func (t *Tuner) start() {
 	go t.run()
 }
 
-// Stop ends the tuner and puts GOGC back to what it was, if it changed it.
+// Stop ends the tuner and puts GOGC back to what it was at start.
 func (t *Tuner) Stop() {
 	t.once.Do(func() {
 		if t.headroom == 0 {
@@ -83,7 +90,7 @@ func (t *Tuner) Stop() {
 }
 
 // minStep is the smallest change of GOGC the tuner makes (but for reaching
-// 100 or the floor): the live heap moves a little all the time, and GOGC
+// the ceiling or the floor): the live heap moves a little all the time, and GOGC
 // need not follow every percent of it.
 const minStep = 5
 
@@ -91,19 +98,17 @@ func (t *Tuner) run() {
 	defer close(t.done)
 	tick := time.NewTicker(t.every)
 	defer tick.Stop()
-	cur, orig := 100, -1
+	cur := t.ceiling
 	defer func() {
-		if orig >= 0 {
-			t.set(orig)
+		if cur != t.ceiling {
+			t.set(t.ceiling)
 		}
 	}()
 	for {
 		if live, ok := t.live(); ok {
-			want := Percent(live, t.headroom, t.floor)
-			if want != cur && (abs(want-cur) >= minStep || want == 100 || want == t.floor) {
-				if was := t.set(want); orig < 0 {
-					orig = was
-				}
+			want := Percent(live, t.headroom, t.floor, t.ceiling)
+			if want != cur && (abs(want-cur) >= minStep || want == t.ceiling || want == t.floor) {
+				t.set(want)
 				if t.onChange != nil {
 					t.onChange(live, cur, want)
 				}
@@ -116,6 +121,15 @@ func (t *Tuner) run() {
 		case <-tick.C:
 		}
 	}
+}
+
+// currentGOGC reads the process's GOGC (-1: off). The runtime has no
+// getter that tells off apart (runtime/metrics reports a number), so it
+// is set and put back: at start, before anything depends on it.
+func currentGOGC() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
 }
 
 // liveHeap is the heap the last collection found live (Go 1.21+).
