@@ -1,0 +1,151 @@
+package fsm
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// branchyDB writes a bbolt file with one bucket big enough for a branch
+// page, and returns its bytes, its page size, and the id of a branch page.
+func branchyDB(t *testing.T) (data []byte, pageSize int, branch uint64) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "b.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucket([]byte("t"))
+		if err != nil {
+			return err
+		}
+		for i := 0; i < 3000; i++ {
+			if err := b.Put([]byte{byte(i >> 8), byte(i)}, make([]byte, 40)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pageSize = db.Info().PageSize
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if data, err = os.ReadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	for id := 2; (id+1)*pageSize <= len(data); id++ {
+		p := data[id*pageSize:]
+		if nativeEndian.Uint64(p) == uint64(id) && nativeEndian.Uint16(p[8:]) == boltBranchPage {
+			return data, pageSize, uint64(id)
+		}
+	}
+	t.Fatal("no branch page in a bucket of 3,000 keys")
+	return nil, 0, 0
+}
+
+func checkBytes(t *testing.T, data []byte) error {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "c.db")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return checkPageGraph(path)
+}
+
+// TestPageGraphAcceptsWhatBboltWrote: a sound file, and a real snapshot,
+// pass the check.
+func TestPageGraphAcceptsWhatBboltWrote(t *testing.T) {
+	data, _, _ := branchyDB(t)
+	if err := checkBytes(t, data); err != nil {
+		t.Fatalf("a file bbolt wrote: %v", err)
+	}
+	if err := checkBytes(t, snapshotBytes(t, bigState(t))); err != nil {
+		t.Fatalf("a snapshot: %v", err)
+	}
+}
+
+// TestPageGraphRefusesACycle: a branch page that names itself as a child
+// would have bbolt's cursor descend until the process runs out of memory
+// (random damage did that in TestRestoreRandomDamage, about one run in
+// twenty-five). The check refuses it, and so does Restore, with the state
+// kept.
+func TestPageGraphRefusesACycle(t *testing.T) {
+	data, pageSize, branch := branchyDB(t)
+	off := int(branch)*pageSize + boltPageHeader
+	nativeEndian.PutUint64(data[off+8:], branch) // element 0's child: the page itself
+	if err := checkBytes(t, data); err == nil || !strings.Contains(err.Error(), "referenced twice") {
+		t.Fatalf("a self-referencing branch page: %v, want an error naming the page referenced twice", err)
+	}
+
+	snap := snapshotBytes(t, bigState(t))
+	f := New(Options{TempDir: t.TempDir()})
+	f.ApplyCommand(1, cNS("kept"))
+	before := dumpState(f)
+	// The snapshot's root bucket page holds the tables: make its first
+	// table's root the root page itself.
+	m, err := (&pageChecker{f: fileOf(t, snap), size: int64(len(snap))}).meta()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := snap[int(m.root)*int(m.pageSize):]
+	e := root[boltPageHeader:]
+	pos, ksize := int(nativeEndian.Uint32(e[4:])), int(nativeEndian.Uint32(e[8:]))
+	if nativeEndian.Uint32(e[0:])&boltBucketLeaf == 0 {
+		t.Fatal("the root page's first element is not a bucket")
+	}
+	nativeEndian.PutUint64(e[pos+ksize:], m.root)
+	err = restoreBytes(f, snap)
+	if err == nil || !strings.Contains(err.Error(), "referenced twice") {
+		t.Fatalf("restore of a snapshot whose table is its own root: %v, want an error naming the page referenced twice", err)
+	}
+	if dumpState(f) != before {
+		t.Fatal("a refused restore changed the state")
+	}
+}
+
+// TestPageGraphRefusesPagesOutOfRange: a child past the high-water mark,
+// a page header naming another page, and a branch page with no children.
+func TestPageGraphRefusesPagesOutOfRange(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		damage     func(data []byte, pageSize int, branch uint64)
+	}{
+		{"child past the end", "outside the database's pages", func(d []byte, ps int, br uint64) {
+			nativeEndian.PutUint64(d[int(br)*ps+boltPageHeader+8:], 1<<40)
+		}},
+		{"header names another page", "says it is page", func(d []byte, ps int, br uint64) {
+			nativeEndian.PutUint64(d[int(br)*ps:], br+1)
+		}},
+		{"branch without children", "has no children", func(d []byte, ps int, br uint64) {
+			nativeEndian.PutUint16(d[int(br)*ps+10:], 0)
+		}},
+	} {
+		data, pageSize, branch := branchyDB(t)
+		c.damage(data, pageSize, branch)
+		if err := checkBytes(t, data); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+}
+
+// fileOf writes data to a temporary file and opens it for reading.
+func fileOf(t *testing.T, data []byte) *os.File {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "m.db")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
