@@ -21,7 +21,8 @@ import (
 //
 // It reads bbolt's on-disk format (go.etcd.io/bbolt v1, format version 2,
 // in the machine's byte order, as bbolt writes it) and nothing else: what
-// it accepts, bbolt still checks as before.
+// it accepts, bbolt still checks as before. Buckets nested more than
+// boltMaxBucketDepth deep are refused too (a snapshot has one level).
 func checkPageGraph(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -70,33 +71,59 @@ type pageChecker struct {
 	seen     map[uint64]bool
 }
 
-// meta reads both meta pages (0 and 1) and keeps the valid one with the
-// higher transaction id, as bbolt does. Page 1 is at the page size page 0
-// states; when page 0 is damaged, at one of the usual sizes.
+// meta finds the page size and the meta page as bbolt does (db.go,
+// getPageSize and meta): a meta is valid by magic, version and checksum
+// alone; the page size is meta 0's when meta 0 is valid, else that of the
+// first valid meta at 1 KiB << i; the metas are then read at 0 and at that
+// page size, and the valid one with the higher transaction id is used.
+// Pages are addressed by that page size whatever the chosen meta says, as
+// bbolt's mapping does. A high-water mark past the file is refused here
+// (bbolt would refuse it at its size check): it also keeps every offset
+// below the file's size.
 func (c *pageChecker) meta() (boltMeta, error) {
-	m0, ok0 := c.readMeta(0)
-	sizes := []int64{4096, 8192, 16384, 32768, 65536}
-	if ok0 {
-		sizes = []int64{int64(m0.pageSize)}
-	}
-	var m1 boltMeta
-	ok1 := false
-	for _, size := range sizes {
-		if m1, ok1 = c.readMeta(size); ok1 {
-			break
+	// bbolt's getPageSize: meta 0's page size, else the first valid meta
+	// at 1 KiB << i; then the metas at 0 and at that page size.
+	var ps int64
+	if m0, ok := c.readMeta(0); ok {
+		ps = int64(m0.pageSize)
+	} else {
+		for i := 0; i <= 14; i++ {
+			pos := int64(1024) << i
+			if pos >= c.size-1024 {
+				break
+			}
+			if m, ok := c.readMeta(pos); ok {
+				ps = int64(m.pageSize)
+				break
+			}
 		}
 	}
+	if ps == 0 {
+		return boltMeta{}, fmt.Errorf("no valid meta page")
+	}
+	if ps < 512 || ps > 1<<24 || ps&(ps-1) != 0 {
+		return boltMeta{}, fmt.Errorf("page size %d", ps)
+	}
+	m0, ok0 := c.readMeta(0)
+	m1, ok1 := c.readMeta(ps)
+	var m boltMeta
 	switch {
 	case ok0 && ok1 && m1.txid > m0.txid, !ok0 && ok1:
-		return m1, nil
+		m = m1
 	case ok0:
-		return m0, nil
+		m = m0
+	default:
+		return boltMeta{}, fmt.Errorf("no valid meta page")
 	}
-	return boltMeta{}, fmt.Errorf("no valid meta page")
+	m.pageSize = uint32(ps) // bbolt addresses pages by this size, whatever m says
+	if m.pgid > uint64(c.size/ps) {
+		return boltMeta{}, fmt.Errorf("high-water mark %d pages past the file (%d bytes)", m.pgid, c.size)
+	}
+	return m, nil
 }
 
-// readMeta reads the meta page at off: magic, version, checksum (FNV-64a
-// of the fields before it) and a page size bbolt could have written.
+// readMeta reads the meta page at off; valid means magic, version and
+// checksum (FNV-64a of the fields before it) hold, as bbolt's Validate.
 func (c *pageChecker) readMeta(off int64) (boltMeta, bool) {
 	buf := make([]byte, boltPageHeader+64)
 	if _, err := c.f.ReadAt(buf, off); err != nil {
@@ -111,19 +138,15 @@ func (c *pageChecker) readMeta(off int64) (boltMeta, bool) {
 	if h.Sum64() != nativeEndian.Uint64(b[56:]) {
 		return boltMeta{}, false
 	}
-	m := boltMeta{pageSize: nativeEndian.Uint32(b[8:]), root: nativeEndian.Uint64(b[16:]),
-		pgid: nativeEndian.Uint64(b[40:]), txid: nativeEndian.Uint64(b[48:])}
-	if m.pageSize < 512 || m.pageSize > 1<<20 || m.pageSize&(m.pageSize-1) != 0 {
-		return boltMeta{}, false
-	}
-	return m, true
+	return boltMeta{pageSize: nativeEndian.Uint32(b[8:]), root: nativeEndian.Uint64(b[16:]),
+		pgid: nativeEndian.Uint64(b[40:]), txid: nativeEndian.Uint64(b[48:])}, true
 }
 
 // page reads page id with its overflow pages, after checking that it is
 // in use, inside the file, not seen before, and names itself.
 func (c *pageChecker) page(id uint64) ([]byte, error) {
 	if id < 2 || id >= c.hwm {
-		return nil, fmt.Errorf("page %d is outside the database's pages 2..%d", id, c.hwm-1)
+		return nil, fmt.Errorf("page %d is outside the database's pages (2 to below %d)", id, c.hwm)
 	}
 	if c.seen[id] {
 		return nil, fmt.Errorf("page %d is referenced twice (a cycle or a shared page)", id)

@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,4 +150,119 @@ func fileOf(t *testing.T, data []byte) *os.File {
 	}
 	t.Cleanup(func() { f.Close() })
 	return f
+}
+
+// TestPageGraphAcceptsManyShapes: whatever bbolt writes passes, at every
+// page size: nested, inline and empty buckets, values over several pages,
+// pages freed by later transactions; and a file whose meta 0 is torn, when
+// bbolt still reads it through meta 1.
+func TestPageGraphAcceptsManyShapes(t *testing.T) {
+	for _, ps := range []int{1024, 2048, 4096, 65536} {
+		path := filepath.Join(t.TempDir(), "s.db")
+		db, err := bolt.Open(path, 0o600, &bolt.Options{PageSize: ps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for round := 0; round < 5; round++ {
+			err = db.Update(func(tx *bolt.Tx) error {
+				top, err := tx.CreateBucketIfNotExists([]byte("top"))
+				if err != nil {
+					return err
+				}
+				if _, err := tx.CreateBucketIfNotExists([]byte("empty")); err != nil {
+					return err
+				}
+				inl, err := tx.CreateBucketIfNotExists([]byte("inline"))
+				if err != nil {
+					return err
+				}
+				if err := inl.Put([]byte("k"), []byte("v")); err != nil {
+					return err
+				}
+				cur := top
+				for d := 0; d < 10; d++ {
+					if cur, err = cur.CreateBucketIfNotExists([]byte(fmt.Sprint("n", d))); err != nil {
+						return err
+					}
+					if _, err := cur.CreateBucketIfNotExists([]byte("inl")); err != nil {
+						return err
+					}
+					for i := 0; i < 300; i++ {
+						if err := cur.Put([]byte(fmt.Sprint(round, i)), make([]byte, 50+i%7)); err != nil {
+							return err
+						}
+					}
+				}
+				big, err := tx.CreateBucketIfNotExists([]byte("big"))
+				if err != nil {
+					return err
+				}
+				if err := big.Put([]byte(fmt.Sprint("v", round)), make([]byte, 5*ps+17)); err != nil {
+					return err
+				}
+				if round > 0 {
+					return big.Delete([]byte(fmt.Sprint("v", round-1)))
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := checkPageGraph(path); err != nil {
+			t.Errorf("page size %d: %v", ps, err)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[boltPageHeader+50] ^= 0xff // meta 0's transaction id: its checksum fails
+		if err := checkBytes(t, data); err != nil {
+			t.Errorf("page size %d, meta 0 torn (bbolt reads meta 1): %v", ps, err)
+		}
+	}
+}
+
+// TestPageGraphReadsPagesAtBboltsPageSize: a newer meta 1 that states
+// another page size than meta 0 must not move the check's pages: bbolt
+// addresses pages by meta 0's page size whatever meta 1 says, so a file
+// with an empty leaf at meta 1's page size and a self-referencing branch
+// at meta 0's (a stack overflow in bbolt) is refused.
+func TestPageGraphReadsPagesAtBboltsPageSize(t *testing.T) {
+	data, ps, _ := branchyDB(t)
+	if ps != 4096 {
+		t.Skipf("this file's page size is %d, the test assumes 4096", ps)
+	}
+	s := uint64(len(data) / ps)
+	data = append(data, make([]byte, int(s+2)*ps)...) // 2s+2 pages of 4 KiB
+	// At 4 KiB (bbolt's view), page s is a branch whose only child is itself.
+	b := data[int(s)*ps:]
+	nativeEndian.PutUint64(b[0:], s)
+	nativeEndian.PutUint16(b[8:], boltBranchPage)
+	nativeEndian.PutUint16(b[10:], 1)
+	nativeEndian.PutUint32(b[16:], 16) // the key's position
+	nativeEndian.PutUint32(b[20:], 1)  // its size
+	nativeEndian.PutUint64(b[24:], s)  // the child: itself
+	// At 8 KiB, page s (at 2s * 4 KiB) is an empty leaf.
+	l := data[int(2*s)*ps:]
+	nativeEndian.PutUint64(l[0:], s)
+	nativeEndian.PutUint16(l[8:], boltLeafPage)
+	// Meta 1: meta 0 with page size 8 KiB, root s, a newer transaction.
+	m0, m1 := data[0:ps], data[ps:2*ps]
+	copy(m1, m0)
+	nativeEndian.PutUint64(m1[0:], 1)
+	m := m1[boltPageHeader:]
+	nativeEndian.PutUint32(m[8:], 8192)
+	nativeEndian.PutUint64(m[16:], s)
+	nativeEndian.PutUint64(m[40:], s+1)
+	nativeEndian.PutUint64(m[48:], nativeEndian.Uint64(m0[boltPageHeader+48:])+1)
+	h := fnv.New64a()
+	h.Write(m[:56])
+	nativeEndian.PutUint64(m[56:], h.Sum64())
+	if err := checkBytes(t, data); err == nil {
+		t.Fatal("a file whose pages differ at meta 1's page size passed the check")
+	}
 }

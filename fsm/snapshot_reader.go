@@ -80,17 +80,17 @@ func readSnapshot(r io.Reader, tmpDir string) (st *state, err error) {
 	// bbolt trusts its file: a corrupt page fails one of its assertions
 	// (a panic) and a page past the end of a truncated file faults on the
 	// mmap. Either must be an error here, never a crash of the node.
-	// A page graph bbolt would walk forever (a cycle) is refused first:
-	// that is an endless loop growing memory, which no recover() catches.
-	if err := checkPageGraph(tmp.Name()); err != nil {
-		return nil, fmt.Errorf("corrupt snapshot database: %w", err)
-	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
 			st, err = nil, fmt.Errorf("corrupt snapshot database: %v", p)
 		}
 	}()
+	// A page graph bbolt would walk for ever (a cycle) is refused first:
+	// that is an endless loop growing memory, which no recover() catches.
+	if err := checkPageGraph(tmp.Name()); err != nil {
+		return nil, fmt.Errorf("corrupt snapshot database: %w", err)
+	}
 	db, err := bolt.Open(tmp.Name(), 0o600, &bolt.Options{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("not a snapshot database: %w", err)
