@@ -3,7 +3,7 @@ GO        ?= go
 BIN       ?= bin
 PROTO_SRC := $(shell find proto -name '*.proto')
 
-.PHONY: help build test proto run bench failover-bench compare-bench secure-bench profile-bench jepsen jepsen-ci fuzz fuzz-api vet fmt clean image cluster-up cluster-down compose-test secure-cluster-up secure-cluster-down compose-secure-test
+.PHONY: help build test proto run bench failover-bench compare-bench secure-bench profile-bench jepsen jepsen-ci fuzz fuzz-api fuzz-snapshot vet fmt clean image cluster-up cluster-down compose-test secure-cluster-up secure-cluster-down compose-secure-test
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -72,6 +72,9 @@ fuzz: ## fuzz the state machine for 60 s
 
 fuzz-api: ## fuzz every request type through a node's gRPC handler path for 60 s
 	$(GO) test -run '^$$' -fuzz=FuzzHandlers -fuzztime=60s ./server/
+
+fuzz-snapshot: ## fuzz the snapshot's bbolt page-graph check (and bbolt reading what it accepts) for 60 s
+	$(GO) test -run '^$$' -fuzz=FuzzCheckPageGraph -fuzztime=60s ./fsm/
 
 CLUSTER ?= 3
 IMAGE   ?= grackle:dev

@@ -69,6 +69,21 @@ type pageChecker struct {
 	pageSize int64
 	hwm      uint64
 	seen     map[uint64]bool
+	// elems counts the elements read, across every page and inline
+	// bucket: in a sound file each element's 16 bytes are its own, so there
+	// are at most size/16. Elements that overlap (an inline bucket whose
+	// elements all point at the same inline bucket, nested) could
+	// otherwise make the walk exponential.
+	elems int64
+}
+
+// element counts one more element, failing past what the file can hold.
+func (c *pageChecker) element(id uint64) error {
+	c.elems++
+	if c.elems > c.size/boltElement+16 {
+		return fmt.Errorf("page %d: more elements than a file of %d bytes can hold (elements overlap)", id, c.size)
+	}
+	return nil
 }
 
 // meta finds the page size and the meta page as bbolt does (db.go,
@@ -240,6 +255,9 @@ func (c *pageChecker) branchChildren(id uint64, p []byte) ([]uint64, error) {
 	}
 	kids := make([]uint64, count)
 	for i := range kids {
+		if err := c.element(id); err != nil {
+			return nil, err
+		}
 		e := p[boltPageHeader+i*boltElement:]
 		pos, ksize := int(nativeEndian.Uint32(e[0:])), int(nativeEndian.Uint32(e[4:]))
 		if at := boltPageHeader + i*boltElement + pos; pos < 0 || ksize < 0 || at+ksize > len(p) {
@@ -264,6 +282,9 @@ func (c *pageChecker) elements(id uint64, p []byte, depth int) error {
 		return fmt.Errorf("leaf page %d: %d elements do not fit in %d bytes", id, count, len(p))
 	}
 	for i := 0; i < count; i++ {
+		if err := c.element(id); err != nil {
+			return err
+		}
 		base := boltPageHeader + i*boltElement
 		e := p[base:]
 		flags := nativeEndian.Uint32(e[0:])
