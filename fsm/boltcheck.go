@@ -12,8 +12,9 @@ import (
 // survive: a page referenced twice (a cycle has bbolt's cursor descend
 // forever, growing its stack until the process runs out of memory, which
 // no recover() catches), a page past the file or the database's high-water
-// mark, a page whose header names another page, a branch page with no
-// children, an element outside its page. bbolt has no checksums on its data
+// mark, a high-water mark past the file, a page whose header names another
+// page, a branch page with no children, an element outside its page, more
+// elements than the file can hold (they overlap). bbolt has no checksums on its data
 // pages and trusts them; raft's snapshot store and backups check a whole
 // file's checksum first, so this guards against what gets past those (a
 // bad disk between the check and the read, a bug, a crafted file), and
@@ -96,10 +97,9 @@ func (c *pageChecker) element(id uint64) error {
 // (bbolt would refuse it at its size check): it also keeps every offset
 // below the file's size.
 func (c *pageChecker) meta() (boltMeta, error) {
-	// bbolt's getPageSize: meta 0's page size, else the first valid meta
-	// at 1 KiB << i; then the metas at 0 and at that page size.
 	var ps int64
-	if m0, ok := c.readMeta(0); ok {
+	m0, ok0 := c.readMeta(0)
+	if ok0 {
 		ps = int64(m0.pageSize)
 	} else {
 		for i := 0; i <= 14; i++ {
@@ -119,7 +119,6 @@ func (c *pageChecker) meta() (boltMeta, error) {
 	if ps < 512 || ps > 1<<24 || ps&(ps-1) != 0 {
 		return boltMeta{}, fmt.Errorf("page size %d", ps)
 	}
-	m0, ok0 := c.readMeta(0)
 	m1, ok1 := c.readMeta(ps)
 	var m boltMeta
 	switch {

@@ -13,16 +13,45 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
+// boltBytes writes a bbolt file of pageSize (0: bbolt's default), one
+// transaction per update, and returns its bytes.
+func boltBytes(tb testing.TB, pageSize int, updates ...func(*bolt.Tx) error) []byte {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "b.db")
+	db, err := bolt.Open(path, 0o600, &bolt.Options{PageSize: pageSize})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, u := range updates {
+		if err := db.Update(u); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
+}
+
+// writeTemp writes data to a file of its own and returns its path.
+func writeTemp(tb testing.TB, data []byte) string {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "c.db")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
 // branchyDB writes a bbolt file with one bucket big enough for a branch
 // page, and returns its bytes, its page size, and the id of a branch page.
 func branchyDB(t *testing.T) (data []byte, pageSize int, branch uint64) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "b.db")
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
+	data = boltBytes(t, 0, func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucket([]byte("t"))
 		if err != nil {
 			return err
@@ -34,16 +63,7 @@ func branchyDB(t *testing.T) (data []byte, pageSize int, branch uint64) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pageSize = db.Info().PageSize
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if data, err = os.ReadFile(path); err != nil {
-		t.Fatal(err)
-	}
+	pageSize = int(nativeEndian.Uint32(data[boltPageHeader+8:])) // meta 0's
 	for id := 2; (id+1)*pageSize <= len(data); id++ {
 		p := data[id*pageSize:]
 		if nativeEndian.Uint64(p) == uint64(id) && nativeEndian.Uint16(p[8:]) == boltBranchPage {
@@ -56,11 +76,7 @@ func branchyDB(t *testing.T) (data []byte, pageSize int, branch uint64) {
 
 func checkBytes(t *testing.T, data []byte) error {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "c.db")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return checkPageGraph(path)
+	return checkPageGraph(writeTemp(t, data))
 }
 
 // TestPageGraphAcceptsWhatBboltWrote: a sound file, and a real snapshot,
@@ -94,7 +110,12 @@ func TestPageGraphRefusesACycle(t *testing.T) {
 	before := dumpState(f)
 	// The snapshot's root bucket page holds the tables: make its first
 	// table's root the root page itself.
-	m, err := (&pageChecker{f: fileOf(t, snap), size: int64(len(snap))}).meta()
+	sf, err := os.Open(writeTemp(t, snap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sf.Close()
+	m, err := (&pageChecker{f: sf, size: int64(len(snap))}).meta()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,34 +160,15 @@ func TestPageGraphRefusesPagesOutOfRange(t *testing.T) {
 	}
 }
 
-// fileOf writes data to a temporary file and opens it for reading.
-func fileOf(t *testing.T, data []byte) *os.File {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "m.db")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
-}
-
 // TestPageGraphAcceptsManyShapes: whatever bbolt writes passes, at every
 // page size: nested, inline and empty buckets, values over several pages,
 // pages freed by later transactions; and a file whose meta 0 is torn, when
 // bbolt still reads it through meta 1.
 func TestPageGraphAcceptsManyShapes(t *testing.T) {
 	for _, ps := range []int{1024, 2048, 4096, 65536} {
-		path := filepath.Join(t.TempDir(), "s.db")
-		db, err := bolt.Open(path, 0o600, &bolt.Options{PageSize: ps})
-		if err != nil {
-			t.Fatal(err)
-		}
+		var rounds []func(*bolt.Tx) error
 		for round := 0; round < 5; round++ {
-			err = db.Update(func(tx *bolt.Tx) error {
+			rounds = append(rounds, func(tx *bolt.Tx) error {
 				top, err := tx.CreateBucketIfNotExists([]byte("top"))
 				if err != nil {
 					return err
@@ -207,19 +209,10 @@ func TestPageGraphAcceptsManyShapes(t *testing.T) {
 				}
 				return nil
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
 		}
-		if err := db.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := checkPageGraph(path); err != nil {
+		data := boltBytes(t, ps, rounds...)
+		if err := checkBytes(t, data); err != nil {
 			t.Errorf("page size %d: %v", ps, err)
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
 		}
 		data[boltPageHeader+50] ^= 0xff // meta 0's transaction id: its checksum fails
 		if err := checkBytes(t, data); err != nil {
@@ -277,12 +270,7 @@ func TestPageGraphReadsPagesAtBboltsPageSize(t *testing.T) {
 // (small databases of 1 and 4 KiB pages: nested, empty and multi-page values).
 func FuzzCheckPageGraph(f *testing.F) {
 	for _, ps := range []int{1024, 4096} {
-		path := filepath.Join(f.TempDir(), "seed.db")
-		db, err := bolt.Open(path, 0o600, &bolt.Options{PageSize: ps})
-		if err != nil {
-			f.Fatal(err)
-		}
-		err = db.Update(func(tx *bolt.Tx) error {
+		f.Add(boltBytes(f, ps, func(tx *bolt.Tx) error {
 			top, err := tx.CreateBucket([]byte("top"))
 			if err != nil {
 				return err
@@ -301,24 +289,10 @@ func FuzzCheckPageGraph(f *testing.F) {
 			}
 			_, err = tx.CreateBucket([]byte("empty"))
 			return err
-		})
-		if err != nil {
-			f.Fatal(err)
-		}
-		if err := db.Close(); err != nil {
-			f.Fatal(err)
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
+		}))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		path := filepath.Join(t.TempDir(), "fuzz.db") // its own file: fuzz workers run in parallel
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		path := writeTemp(t, data) // its own file: fuzz workers run in parallel
 		if checkPageGraph(path) != nil {
 			return
 		}
@@ -363,4 +337,33 @@ func readAllOfBbolt(path string) {
 		}
 		return tx.ForEach(func(_ []byte, b *bolt.Bucket) error { return walk(b, 0) })
 	})
+}
+
+// TestPageGraphRefusesOverlappingElements: inline buckets whose elements
+// all point at the same nested inline bucket, level after level, are a
+// small file that a walk without a bound would visit k^depth times (here
+// 6^9, about 10 million elements); the check refuses it once it has read
+// more elements than the bytes can hold.
+func TestPageGraphRefusesOverlappingElements(t *testing.T) {
+	const k, depth = 6, 9
+	page := make([]byte, boltPageHeader) // the innermost inline page: a leaf, empty
+	nativeEndian.PutUint16(page[8:], boltLeafPage)
+	for d := 0; d < depth; d++ {
+		value := append(make([]byte, boltBucketHeader), page...) // root 0: inline
+		outer := make([]byte, boltPageHeader+k*boltElement, boltPageHeader+k*boltElement+len(value))
+		nativeEndian.PutUint16(outer[8:], boltLeafPage)
+		nativeEndian.PutUint16(outer[10:], k)
+		for i := 0; i < k; i++ {
+			e := outer[boltPageHeader+i*boltElement:]
+			nativeEndian.PutUint32(e[0:], boltBucketLeaf)
+			nativeEndian.PutUint32(e[4:], uint32((k-i)*boltElement)) // every key (empty) and value at the shared value
+			nativeEndian.PutUint32(e[12:], uint32(len(value)))
+		}
+		page = append(outer, value...)
+	}
+	c := &pageChecker{size: int64(len(page)), seen: map[uint64]bool{}}
+	err := c.elements(0, page, 0)
+	if err == nil || !strings.Contains(err.Error(), "elements overlap") {
+		t.Fatalf("%d bytes of nested overlapping inline buckets: %v after %d elements, want an error naming the overlap", len(page), err, c.elems)
+	}
 }

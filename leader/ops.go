@@ -60,12 +60,18 @@ func (t *Term) withHandOff(ctx context.Context, cmd *fsmpb.Command, frees map[fs
 	if len(ws) == 0 {
 		return t.propose(ctx, cmd)
 	}
-	return t.proposeThen(ctx, cmd, func(res *fsm.Result, err error) {
+	return t.proposeThen(ctx, cmd, t.settling(ws))
+}
+
+// settling is the then of an entry that carries the grants of ws: it
+// settles them with the entry's result (none when it failed).
+func (t *Term) settling(ws []*waiter) func(*fsm.Result, error) {
+	return func(res *fsm.Result, err error) {
 		if err != nil {
 			res = nil
 		}
 		t.q.settle(ws, res)
-	})
+	}
 }
 
 // Release releases a hold; waiters it frees room for are granted in the

@@ -233,12 +233,7 @@ func (t *Term) proposeThen(ctx context.Context, cmd *fsmpb.Command, then func(*f
 // this goroutine to wake).
 func (t *Term) proposeGrants(cmd *fsmpb.Command, ws []*waiter) bool {
 	return t.goTerm(func() {
-		_, _ = t.proposeThen(own(t.ctx), cmd, func(res *fsm.Result, err error) {
-			if err != nil {
-				res = nil
-			}
-			t.q.settle(ws, res)
-		})
+		_, _ = t.proposeThen(own(t.ctx), cmd, t.settling(ws))
 	})
 }
 

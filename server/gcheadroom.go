@@ -19,7 +19,7 @@ const DefaultGCHeadroom = "auto"
 // about 0.6 GiB live: with Go's default it was resident at 1.3 GiB, with
 // this at 0.9-0.95 (docs/SCALING.md). Below 256 MiB live (every state but
 // a large one) nothing changes.
-const autoGCHeadroom = "256MiB"
+const autoGCHeadroom = 256 << 20
 
 // gcHeadroom is a resolved --gc-headroom.
 type gcHeadroom struct {
@@ -39,8 +39,7 @@ func resolveGCHeadroom(spec string, env func(string) (string, bool)) (gcHeadroom
 		if v, ok := env("GOGC"); ok && v != "" {
 			return gcHeadroom{why: "auto: GOGC=" + v + " from the environment"}, nil
 		}
-		n, _ := parseSize(autoGCHeadroom)
-		return gcHeadroom{bytes: uint64(n), why: "auto"}, nil
+		return gcHeadroom{bytes: autoGCHeadroom, why: "auto"}, nil
 	}
 	n, err := parseSize(spec)
 	if err != nil {

@@ -64,8 +64,11 @@ type Tuner struct {
 // environment's GOGC set) is the most it sets and what Stop restores.
 // onChange (nil: none) is told every change it makes, for the log.
 func Start(headroom uint64, floor int, onChange func(live uint64, from, to int)) *Tuner {
-	t := &Tuner{headroom: headroom, floor: floor, ceiling: currentGOGC(), every: time.Second, set: debug.SetGCPercent,
+	t := &Tuner{headroom: headroom, floor: floor, every: time.Second, set: debug.SetGCPercent,
 		live: liveHeap, onChange: onChange, stop: make(chan struct{}), done: make(chan struct{})}
+	if headroom > 0 {
+		t.ceiling = currentGOGC() // not touched at all when there is nothing to tune
+	}
 	t.start()
 	return t
 }
