@@ -98,6 +98,10 @@ var rules = map[string]rule{
 	"/grackle.v1.ACLService/ListTokens":  {role: fsm.RoleAdmin, ns: cluster},
 	"/grackle.v1.ACLService/RevokeToken": {role: fsm.RoleAdmin, ns: cluster},
 
+	// Each call on the stream is checked on its own, by the same rule as
+	// the unary call (the server runs the interceptors per call).
+	"/grackle.v1.MuxService/Calls": {open: true},
+
 	// Internal: a follower asks the leader for a read index to serve a
 	// client's read itself, and then checks that client's token on its own
 	// state. Open, since the follower has no token of its own: it answers

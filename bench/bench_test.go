@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grackle-coord/grackle/bench"
+	"github.com/grackle-coord/grackle/internal/mux"
 	"github.com/grackle-coord/grackle/server/servertest"
 )
 
@@ -20,7 +21,11 @@ func TestEveryWorkloadRuns(t *testing.T) {
 	c := servertest.Start(t, 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	b := bench.NewGrackle([]*grpc.ClientConn{c.Conn(0)}, c.Conn(0))
+	// As `grackle bench` runs it: the workers' calls over the connection's
+	// multiplexed stream.
+	m := mux.NewConn(c.Conn(0))
+	defer m.Close()
+	b := bench.NewGrackle([]grpc.ClientConnInterface{m}, c.Conn(0))
 	o := bench.Options{Target: "grackle-test", Workers: 4, Warmup: 100 * time.Millisecond, Duration: 400 * time.Millisecond,
 		Runs: 1, TTL: time.Minute, Hold: time.Millisecond, Trials: 3, ExpiryTTL: time.Second, Format: "json"}
 	if err := o.Validate(); err != nil {
@@ -33,6 +38,9 @@ func TestEveryWorkloadRuns(t *testing.T) {
 	rs, err := bench.ReadResults(&out)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if m.StreamCalls() == 0 {
+		t.Errorf("no call went over the multiplexed stream")
 	}
 	if len(rs) != len(bench.Workloads) {
 		t.Fatalf("%d results, want %d:\n%s", len(rs), len(bench.Workloads), out.String())

@@ -22,8 +22,9 @@ type Grackle struct {
 	ns     string
 }
 
-// NewGrackle returns the backend; conns must not be empty.
-func NewGrackle(conns []*grpc.ClientConn, leader *grpc.ClientConn) *Grackle {
+// NewGrackle returns the backend; conns must not be empty. A conn may be a
+// *grpc.ClientConn or a multiplexed one (internal/mux).
+func NewGrackle(conns []grpc.ClientConnInterface, leader grpc.ClientConnInterface) *Grackle {
 	g := &Grackle{leader: pb.NewClusterServiceClient(leader)}
 	for _, c := range conns {
 		g.conns = append(g.conns, pb.NewGrackleServiceClient(c))

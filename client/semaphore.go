@@ -199,7 +199,7 @@ func (m *Semaphore) acquire(ctx context.Context, weight int64, blocking bool, op
 					return errDeadlineNear
 				}
 			}
-			r, err := pb.NewGrackleServiceClient(cc).AcquireSemaphore(ctx, req, co...)
+			r, err := pb.NewGrackleServiceClient(s.c.via(cc)).AcquireSemaphore(ctx, req, co...)
 			resp = r
 			return err
 		})

@@ -96,7 +96,7 @@ func (c *Client) NewSession(ctx context.Context, namespace, processID string, tt
 	var resp *pb.CreateSemaphoreLeaseResponse
 	err := c.invoke(ctx, retryIfNotSent, nil, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) error {
 		sent = time.Now()
-		r, err := pb.NewGrackleServiceClient(cc).CreateSemaphoreLease(ctx, &pb.CreateSemaphoreLeaseRequest{
+		r, err := pb.NewGrackleServiceClient(c.via(cc)).CreateSemaphoreLease(ctx, &pb.CreateSemaphoreLeaseRequest{
 			NamespaceName: namespace, ProcessId: processID, TtlSeconds: secs}, o...)
 		resp = r
 		return err
@@ -131,7 +131,7 @@ func (c *Client) resumeSession(ctx context.Context, namespace, leaseID string, t
 	var sent time.Time
 	err = c.invoke(ctx, retryAlways, nil, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) error {
 		sent = time.Now()
-		_, err := pb.NewGrackleServiceClient(cc).RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{
+		_, err := pb.NewGrackleServiceClient(c.via(cc)).RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{
 			NamespaceName: namespace, LeaseId: leaseID, TtlSeconds: secs}, o...)
 		return err
 	})
@@ -268,7 +268,7 @@ func (s *Session) run() {
 		var sent time.Time
 		err := s.c.invoke(ctx, retryAlways, nil, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) error {
 			sent = time.Now()
-			_, err := pb.NewGrackleServiceClient(cc).RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{
+			_, err := pb.NewGrackleServiceClient(s.c.via(cc)).RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{
 				NamespaceName: s.ns, LeaseId: s.leaseID, TtlSeconds: int64(s.ttl / time.Second)}, o...)
 			return err
 		})

@@ -218,6 +218,18 @@ func matrixRPCs() []matrixRPC {
 			_, err := a(cc).Bootstrap(ctx, &pb.BootstrapRequest{})
 			return err
 		}},
+		// The stream is open; each call on it is checked as its unary call
+		// is (internal/mux's tests).
+		{"MuxService/Calls", "", open, func(ctx context.Context, cc *grpc.ClientConn) error {
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			st, err := pb.NewMuxServiceClient(cc).Calls(ctx)
+			if err != nil {
+				return err
+			}
+			_, err = st.Header()
+			return err
+		}},
 		// Internal (a follower's read index), open: see acl/rules.go.
 		{"/grackle.peer.v1.PeerService/ReadIndex", "", open, func(ctx context.Context, cc *grpc.ClientConn) error {
 			_, err := peerpb.NewPeerServiceClient(cc).ReadIndex(ctx, &peerpb.ReadIndexRequest{})

@@ -28,6 +28,7 @@ import (
 	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/client"
 	"github.com/grackle-coord/grackle/fsm"
+	"github.com/grackle-coord/grackle/internal/mux"
 	"github.com/grackle-coord/grackle/internal/peerconn"
 	"github.com/grackle-coord/grackle/internal/reqcodec"
 	"github.com/grackle-coord/grackle/metrics"
@@ -49,6 +50,7 @@ type Server struct {
 	Node  *raftnode.Node
 	API   *rpc.Service
 	admin *admin.Service
+	mux   *mux.Server
 	// Watch serves WatchSemaphore and ListSemaphoreWaiters.
 	Watch *watch.Service
 	feed  *watch.Feed
@@ -251,11 +253,20 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		serveLis = split.TLS()
 	}
 	gs := grpc.NewServer(opts...)
-	pb.RegisterGrackleServiceServer(gs, grackleAPI{Service: api, watch: ws})
+	gapi := grackleAPI{Service: api, watch: ws}
+	pb.RegisterGrackleServiceServer(gs, gapi)
 	adm := admin.New(admin.Config{NodeID: cfg.NodeID, InitialGRPC: initialGRPC, Skew: api.Leader().Skew, ProbeTimeout: cfg.MemberProbeTimeout,
 		Peers: peerConns}, api, node.Raft, f, node.Snapshots, log.Named("admin"))
 	pb.RegisterClusterServiceServer(gs, adm)
 	pb.RegisterACLServiceServer(gs, api)
+	// Unary calls may also come over a multiplexed stream (internal/mux):
+	// the same handlers behind the same interceptors, in the same order.
+	muxer := mux.NewServer(mux.ServerConfig{Interceptor: mux.Chain(unary...), Decode: reqcodec.Check, NodeID: cfg.NodeID})
+	muxer.Register(&pb.GrackleService_ServiceDesc, gapi)
+	muxer.Register(&pb.ClusterService_ServiceDesc, adm)
+	muxer.Register(&pb.ACLService_ServiceDesc, api)
+	pb.RegisterMuxServiceServer(gs, muxer)
+	s.mux = muxer
 	peerpb.RegisterPeerServiceServer(gs, api) // follower reads ask the leader for a read index
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
@@ -452,6 +463,7 @@ func (s *Server) Close() error {
 	if c := s.uiClient.Load(); c != nil {
 		c.Close()
 	}
+	s.mux.Drain() // multiplexed streams end once their calls in flight are answered
 	stopped := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(stopped) }()
 	select {
@@ -461,6 +473,7 @@ func (s *Server) Close() error {
 		s.log.Warn("shutdown: gRPC calls still in flight after 2s (waiting acquires, watches); cutting them")
 		s.grpc.Stop()
 	}
+	s.mux.Close()
 	if s.plain != nil {
 		s.plain.Stop()
 	}

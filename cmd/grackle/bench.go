@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grackle-coord/grackle/bench"
+	"github.com/grackle-coord/grackle/internal/mux"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -22,9 +23,12 @@ func (a *app) benchCmd() *cobra.Command {
 	o.Register(g.PersistentFlags())
 	var spread bool
 	var conns int
+	var unary bool
 	g.PersistentFlags().BoolVar(&spread, "spread", false,
 		"spread the workers over every endpoint (followers forward to the leader); default: all to the leader")
 	g.PersistentFlags().IntVar(&conns, "conns", 1, "gRPC connections per endpoint used; workers take them in turn")
+	g.PersistentFlags().BoolVar(&unary, "unary", false,
+		"send every call as its own unary gRPC call; default: over each connection's multiplexed stream, as the Go client does")
 
 	runner := func(workloads func([]string) ([]string, error)) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
@@ -49,7 +53,7 @@ func (a *app) benchCmd() *cobra.Command {
 			if isTerminal(a.stderr) {
 				o.Progress = a.stderr
 			}
-			b, closeAll, err := a.grackleBackend(cmd.Context(), spread, conns)
+			b, closeAll, err := a.grackleBackend(cmd.Context(), spread, conns, unary)
 			if err != nil {
 				return err
 			}
@@ -133,7 +137,7 @@ func isTerminal(w io.Writer) bool {
 
 // grackleBackend connects to the leader (asked of the first reachable
 // endpoint), and with spread to every endpoint, conns times each.
-func (a *app) grackleBackend(ctx context.Context, spread bool, conns int) (*bench.Grackle, func(), error) {
+func (a *app) grackleBackend(ctx context.Context, spread bool, conns int, unary bool) (*bench.Grackle, func(), error) {
 	first, _, err := dialFirst(ctx, a.endpoints, connectTimeout, a)
 	if err != nil {
 		return nil, nil, callError(ctx, err)
@@ -151,7 +155,11 @@ func (a *app) grackleBackend(ctx context.Context, spread bool, conns int) (*benc
 		targets = a.endpoints
 	}
 	var all []*grpc.ClientConn
+	var muxes []*mux.Conn
 	closeAll := func() {
+		for _, m := range muxes {
+			m.Close()
+		}
 		for _, c := range all {
 			c.Close()
 		}
@@ -169,14 +177,20 @@ func (a *app) grackleBackend(ctx context.Context, spread bool, conns int) (*benc
 	if err != nil {
 		return nil, nil, err
 	}
-	var work []*grpc.ClientConn
+	var work []grpc.ClientConnInterface
 	for i := 0; i < conns; i++ {
 		for _, t := range targets {
 			c, err := dial(t)
 			if err != nil {
 				return nil, nil, err
 			}
-			work = append(work, c)
+			if unary {
+				work = append(work, c)
+				continue
+			}
+			m := mux.NewConn(c)
+			muxes = append(muxes, m)
+			work = append(work, m)
 		}
 	}
 	return bench.NewGrackle(work, leader), closeAll, nil

@@ -1,0 +1,302 @@
+package mux
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/grackle-coord/grackle/apierr"
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+)
+
+// Retry delays of the stream's opening: after a server without MuxService
+// (an older version; it may be upgraded in place), and after any other
+// failure to open it or a stream that broke.
+const (
+	retryUnsupported = 30 * time.Second
+	retryBroken      = time.Second
+)
+
+// Conn is a grpc.ClientConnInterface over cc that sends unary calls on one
+// multiplexed stream when the server offers it. Every call that cannot go
+// on the stream goes as an ordinary unary call on cc: while the stream is
+// being opened, when the server has no MuxService, when a call option asks
+// for something the stream does not carry (anything but grpc.Header and
+// grpc.Trailer), when the context carries outgoing metadata (the stream
+// carries only the connection's own, such as its per-RPC credentials, sent
+// once when it opened), or past MaxInFlight. A call
+// therefore behaves as the unary call would, whichever way it goes. Streaming
+// RPCs always go on cc.
+type Conn struct {
+	cc *grpc.ClientConn
+
+	mu        sync.Mutex
+	cur       *clientStream // the open stream, nil while there is none
+	opening   bool
+	retryAt   time.Time // no new stream before this
+	closed    bool
+	now       func() time.Time
+	viaStream atomic.Uint64 // calls answered on a stream (for tests and metrics)
+}
+
+// NewConn wraps cc. Close the Conn before cc.
+func NewConn(cc *grpc.ClientConn) *Conn { return &Conn{cc: cc, now: time.Now} }
+
+// ClientConn is the wrapped connection.
+func (c *Conn) ClientConn() *grpc.ClientConn { return c.cc }
+
+// StreamCalls is how many calls were answered on a multiplexed stream.
+func (c *Conn) StreamCalls() uint64 { return c.viaStream.Load() }
+
+// Close ends the stream (calls in flight on it fail Unavailable, outcome
+// unknown, as on a closed connection). It does not close cc.
+func (c *Conn) Close() {
+	c.mu.Lock()
+	c.closed = true
+	cur := c.cur
+	c.cur = nil
+	c.mu.Unlock()
+	if cur != nil {
+		cur.cancel()
+	}
+}
+
+// NewStream opens a streaming RPC on cc.
+func (c *Conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return c.cc.NewStream(ctx, desc, method, opts...)
+}
+
+// Invoke runs a unary call, on the stream when it can.
+func (c *Conn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	req, rok := args.(proto.Message)
+	out, ook := reply.(proto.Message)
+	var header, trailer *metadata.MD
+	carried := rok && ook
+	for _, o := range opts {
+		switch o := o.(type) {
+		case grpc.HeaderCallOption:
+			header = o.HeaderAddr
+		case grpc.TrailerCallOption:
+			trailer = o.TrailerAddr
+		case grpc.StaticMethodCallOption:
+			// Generated stubs add it: it only marks the method name as fixed.
+		default:
+			carried = false // an option only a unary call honours
+		}
+	}
+	if md, ok := metadata.FromOutgoingContext(ctx); ok && md.Len() > 0 {
+		// Metadata of this call alone (a token, say): the stream carries
+		// only the connection's, sent when it opened.
+		carried = false
+	}
+	if !carried {
+		return c.cc.Invoke(ctx, method, args, reply, opts...)
+	}
+	cs := c.stream()
+	if cs == nil {
+		return c.cc.Invoke(ctx, method, args, reply, opts...)
+	}
+	res, err, ok := cs.call(ctx, method, req)
+	if !ok {
+		return c.cc.Invoke(ctx, method, args, reply, opts...)
+	}
+	if err != nil {
+		return err
+	}
+	c.viaStream.Add(1)
+	if header != nil {
+		*header = fromPairs(res.Header)
+	}
+	if trailer != nil {
+		*trailer = fromPairs(res.Trailer)
+	}
+	if len(res.Status) > 0 {
+		var st spb.Status
+		if err := proto.Unmarshal(res.Status, &st); err != nil {
+			return status.Errorf(codes.Internal, "multiplexed stream: the server's error does not decode: %v", err)
+		}
+		if codes.Code(st.Code) == codes.OK {
+			return status.Errorf(codes.Internal, "multiplexed stream: the server sent an error with code OK")
+		}
+		return status.ErrorProto(&st)
+	}
+	if err := proto.Unmarshal(res.Response, out); err != nil {
+		return status.Errorf(codes.Internal, "multiplexed stream: the response does not decode: %v", err)
+	}
+	return nil
+}
+
+// stream returns the open stream, or nil (and starts opening one when
+// none is being opened and the last failure is old enough).
+func (c *Conn) stream() *clientStream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur != nil || c.closed || c.opening || c.now().Before(c.retryAt) {
+		return c.cur
+	}
+	c.opening = true
+	go c.open()
+	return nil
+}
+
+func (c *Conn) open() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cs, err := c.cc.NewStream(ctx, &pb.MuxService_ServiceDesc.Streams[0], pb.MuxService_Calls_FullMethodName)
+	if err == nil {
+		_, err = cs.Header() // the server sends its header at once; an old server ends the stream
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.opening = false
+	if err != nil || c.closed {
+		cancel()
+		delay := retryBroken
+		if status.Code(err) == codes.Unimplemented {
+			delay = retryUnsupported
+		}
+		c.retryAt = c.now().Add(delay)
+		return
+	}
+	s := &clientStream{conn: c, cs: cs, cancel: cancel, pending: map[uint64]*pendingCall{}}
+	c.cur = s
+	go s.receive()
+}
+
+// lost forgets s as the open stream (it broke).
+func (c *Conn) lost(s *clientStream) {
+	c.mu.Lock()
+	if c.cur == s {
+		c.cur = nil
+		c.retryAt = c.now().Add(retryBroken)
+	}
+	c.mu.Unlock()
+}
+
+type pendingCall struct {
+	done chan struct{}
+	res  *pb.MuxResult
+	err  error
+}
+
+type clientStream struct {
+	conn   *Conn
+	cs     grpc.ClientStream
+	cancel context.CancelFunc
+
+	sendMu sync.Mutex
+
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]*pendingCall
+	ended   error // set once the stream ended; every later call fails with it
+}
+
+// call sends one call and waits for its result. ok false: the call was not
+// sent and should go as a unary call.
+func (s *clientStream) call(ctx context.Context, method string, req proto.Message) (*pb.MuxResult, error, bool) {
+	if err := ctx.Err(); err != nil {
+		return nil, status.FromContextError(err).Err(), true
+	}
+	b, err := proto.Marshal(req)
+	if err != nil {
+		return nil, nil, false // the unary call reports it in gRPC's words
+	}
+	m := &pb.MuxCall{Method: method, Request: b}
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl).Microseconds()
+		if left <= 0 {
+			return nil, status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error()), true
+		}
+		m.TimeoutMicros = left
+	}
+	p := &pendingCall{done: make(chan struct{})}
+	s.mu.Lock()
+	if s.ended != nil || len(s.pending) >= MaxInFlight {
+		s.mu.Unlock()
+		return nil, nil, false
+	}
+	s.nextID++
+	m.Id = s.nextID
+	s.pending[m.Id] = p
+	s.mu.Unlock()
+
+	s.sendMu.Lock()
+	err = s.cs.SendMsg(m)
+	s.sendMu.Unlock()
+	if err != nil {
+		// Not written: the stream had ended. The receiver fails the
+		// other calls; this one goes unary.
+		s.forget(m.Id)
+		return nil, nil, false
+	}
+	select {
+	case <-p.done:
+		return p.res, p.err, true
+	case <-ctx.Done():
+		s.forget(m.Id)
+		go s.sendCancel(m.Id)
+		return nil, status.FromContextError(ctx.Err()).Err(), true
+	}
+}
+
+func (s *clientStream) forget(id uint64) {
+	s.mu.Lock()
+	delete(s.pending, id)
+	s.mu.Unlock()
+}
+
+func (s *clientStream) sendCancel(id uint64) {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	_ = s.cs.SendMsg(&pb.MuxCall{Id: id, Cancel: true}) // best effort: the server ends it at its deadline anyway
+}
+
+// receive hands each result to its call until the stream ends, then fails
+// the calls still waiting.
+func (s *clientStream) receive() {
+	for {
+		r := new(pb.MuxResult)
+		if err := s.cs.RecvMsg(r); err != nil {
+			s.end(err)
+			return
+		}
+		s.mu.Lock()
+		p := s.pending[r.Id]
+		delete(s.pending, r.Id)
+		s.mu.Unlock()
+		if p != nil {
+			p.res = r
+			close(p.done)
+		}
+	}
+}
+
+// end fails every call in flight. A stream the server ended with a
+// NOT_SENT status (it was shutting down) answered every call it ran, so
+// the rest were not run and may be retried anywhere; otherwise a call in
+// flight may or may not have run, as with a unary call whose connection
+// broke, and its error has no reason.
+func (s *clientStream) end(err error) {
+	s.conn.lost(s)
+	s.cancel()
+	if !apierr.ProvesNotSent(err) {
+		err = status.Errorf(codes.Unavailable, "the multiplexed stream ended with the call in flight (it may or may not have run): %v", err)
+	}
+	s.mu.Lock()
+	s.ended = err
+	pending := s.pending
+	s.pending = map[uint64]*pendingCall{}
+	s.mu.Unlock()
+	for _, p := range pending {
+		p.err = err
+		close(p.done)
+	}
+}

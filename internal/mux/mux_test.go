@@ -1,0 +1,214 @@
+package mux_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/grackle-coord/grackle/apierr"
+	"github.com/grackle-coord/grackle/internal/mux"
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+)
+
+// A call on the stream returns what the unary call returns: the response,
+// the error with its details, the header and the trailer.
+func TestStreamCallMatchesUnary(t *testing.T) {
+	cc, _ := fakeServer(t, newFake(), false)
+	m := mux.NewConn(cc)
+	defer m.Close()
+	ctx := context.Background()
+	untilStream(t, m, func() error { _, err := list(ctx, m, "warm"); return err })
+
+	for _, arg := range []string{"x", "fail"} {
+		var uh, ut, mh, mt metadata.MD
+		ur, uerr := list(ctx, cc, arg, grpc.Header(&uh), grpc.Trailer(&ut))
+		before := m.StreamCalls()
+		mr, merr := list(ctx, m, arg, grpc.Header(&mh), grpc.Trailer(&mt))
+		if m.StreamCalls() != before+1 {
+			t.Fatalf("%s: the call did not go over the stream", arg)
+		}
+		if !proto.Equal(ur, mr) {
+			t.Errorf("%s: response %v on the stream, %v unary", arg, mr, ur)
+		}
+		if !proto.Equal(status.Convert(uerr).Proto(), status.Convert(merr).Proto()) {
+			t.Errorf("%s: error %v on the stream, %v unary", arg, merr, uerr)
+		}
+		for _, k := range []string{"grackle-raft-index", "t", "grackle-leader-address"} {
+			if strings.Join(uh.Get(k), ",") != strings.Join(mh.Get(k), ",") || strings.Join(ut.Get(k), ",") != strings.Join(mt.Get(k), ",") {
+				t.Errorf("%s: %s: header %v trailer %v on the stream, header %v trailer %v unary", arg, k, mh.Get(k), mt.Get(k), uh.Get(k), ut.Get(k))
+			}
+		}
+	}
+}
+
+// A server without MuxService gets unary calls, and they work.
+func TestOldServerGetsUnaryCalls(t *testing.T) {
+	cc, _ := fakeServer(t, newFake(), true)
+	m := mux.NewConn(cc)
+	defer m.Close()
+	for i := range 20 {
+		r, err := list(context.Background(), m, "x")
+		if err != nil || r.Namespaces[0].Name != "x" {
+			t.Fatalf("call %d: %v %v", i, r, err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if n := m.StreamCalls(); n != 0 {
+		t.Fatalf("%d calls went over a stream the server does not offer", n)
+	}
+}
+
+// A call's deadline and its cancellation reach the server: the handler's
+// context ends, and the caller gets the unary call's code.
+func TestDeadlineAndCancelReachTheServer(t *testing.T) {
+	f := newFake()
+	cc, _ := fakeServer(t, f, false)
+	m := mux.NewConn(cc)
+	defer m.Close()
+	untilStream(t, m, func() error { _, err := list(context.Background(), m, "warm"); return err })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	before := m.StreamCalls()
+	_, err := list(ctx, m, "block")
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("past its deadline: %v, want DeadlineExceeded", err)
+	}
+	<-f.entered
+
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { _, err := list(ctx2, m, "block"); errc <- err }()
+	<-f.entered
+	cancel2()
+	if err := <-errc; status.Code(err) != codes.Canceled {
+		t.Fatalf("cancelled: %v, want Canceled", err)
+	}
+	// Both ended on the server (the handler returned on its context), so
+	// the stream's calls in flight drop back to none: a call now answers.
+	if _, err := list(context.Background(), m, "after"); err != nil {
+		t.Fatal(err)
+	}
+	if m.StreamCalls() == before {
+		t.Fatal("the calls did not go over the stream")
+	}
+}
+
+// Drain: the call in flight is answered, a call that arrives after is
+// answered NOT_SENT (so a client may retry it anywhere), and later calls
+// go unary.
+func TestDrainAnswersInFlightAndRefusesNew(t *testing.T) {
+	f := newFake()
+	cc, ms := fakeServer(t, f, false)
+	m := mux.NewConn(cc)
+	defer m.Close()
+	untilStream(t, m, func() error { _, err := list(context.Background(), m, "warm"); return err })
+
+	inflight := make(chan error, 1)
+	go func() {
+		r, err := list(context.Background(), m, "block")
+		if err == nil && r.Namespaces[0].Name != "block" {
+			err = errors.New("wrong response")
+		}
+		inflight <- err
+	}()
+	<-f.entered
+	ms.Drain()
+	// The stream is still up (its call runs); a call sent now is refused
+	// without running.
+	_, err := list(context.Background(), m, "late")
+	if err != nil && !apierr.ProvesNotSent(err) {
+		t.Fatalf("a call after the drain: %v, want NOT_SENT or (gone unary) success", err)
+	}
+	close(f.release)
+	if err := <-inflight; err != nil {
+		t.Fatalf("the call in flight when the drain began: %v, want its answer", err)
+	}
+	// The stream has ended; calls go unary (the fake server still serves them).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := list(context.Background(), m, "x")
+		if err == nil {
+			break
+		}
+		if !apierr.ProvesNotSent(err) || time.Now().After(deadline) {
+			t.Fatalf("after the drain: %v", err)
+		}
+	}
+}
+
+// Hostile calls on a raw stream get errors naming the field, and the
+// server goes on serving; a panicking handler is an Internal error.
+func TestHostileCallsAreRefused(t *testing.T) {
+	cc, _ := fakeServer(t, newFake(), false)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := pb.NewMuxServiceClient(cc).Calls(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := proto.Marshal(&pb.ListNamespacesRequest{PaginationToken: "block"})
+	panics, _ := proto.Marshal(&pb.ListNamespacesRequest{PaginationToken: "panic"})
+	ok, _ := proto.Marshal(&pb.ListNamespacesRequest{PaginationToken: "ok"})
+	calls := []struct {
+		call *pb.MuxCall
+		code codes.Code
+		word string // in the message
+	}{
+		{&pb.MuxCall{Id: 1, Method: "/grackle.v1.GrackleService/WatchSemaphore"}, codes.Unimplemented, "method"},
+		{&pb.MuxCall{Id: 2, Method: "/nope/Nope"}, codes.Unimplemented, "method"},
+		{&pb.MuxCall{Id: 3, Method: pb.GrackleService_ListNamespaces_FullMethodName, TimeoutMicros: -5}, codes.InvalidArgument, "timeout_micros"},
+		{&pb.MuxCall{Id: 4, Method: pb.GrackleService_ListNamespaces_FullMethodName, Request: []byte{0xff, 0xff, 0xff}}, codes.InvalidArgument, "request"},
+		{&pb.MuxCall{Id: 5, Method: pb.GrackleService_ListNamespaces_FullMethodName, Request: panics}, codes.Internal, "panicked"},
+		{&pb.MuxCall{Id: 6, Method: pb.GrackleService_ListNamespaces_FullMethodName, Request: block, TimeoutMicros: 2_000_000}, codes.DeadlineExceeded, ""},
+		{&pb.MuxCall{Id: 6, Method: pb.GrackleService_ListNamespaces_FullMethodName, Request: ok}, codes.InvalidArgument, "id"},
+		{&pb.MuxCall{Id: 7, Method: pb.GrackleService_ListNamespaces_FullMethodName, Request: ok}, codes.OK, ""},
+	}
+	want := map[uint64][]codes.Code{}
+	for _, c := range calls {
+		if err := st.Send(c.call); err != nil {
+			t.Fatal(err)
+		}
+		want[c.call.Id] = append(want[c.call.Id], c.code)
+	}
+	for range calls {
+		r, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := codes.OK
+		var msg string
+		if len(r.Status) > 0 {
+			s := new(spb.Status)
+			if err := proto.Unmarshal(r.Status, s); err != nil {
+				t.Fatal(err)
+			}
+			code, msg = codes.Code(s.Code), s.Message
+		}
+		found := false
+		for i, w := range want[r.Id] {
+			if w == code {
+				want[r.Id] = append(want[r.Id][:i], want[r.Id][i+1:]...)
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("call %d: %v %q, want one of %v", r.Id, code, msg, want[r.Id])
+		}
+		for _, c := range calls {
+			if c.call.Id == r.Id && c.code == code && c.word != "" && !strings.Contains(msg, c.word) {
+				t.Errorf("call %d: message %q does not name %q", r.Id, msg, c.word)
+			}
+		}
+	}
+}

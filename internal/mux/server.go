@@ -1,0 +1,413 @@
+// Package mux carries many unary calls over one long-lived gRPC stream
+// (grackle.v1.MuxService/Calls): Server runs each call through the same
+// generated handler and interceptors as the unary RPC, and Conn is a
+// grpc.ClientConnInterface that sends unary calls over such a stream when
+// the server offers it, and as ordinary unary calls otherwise. See
+// DESIGN.md for why and for what each end promises.
+package mux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/grackle-coord/grackle/apierr"
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+)
+
+// MaxInFlight bounds the calls one stream has in flight on the server:
+// past it the server reads no more calls until one ends (gRPC's flow
+// control then holds the client back), so a stream costs a node at most
+// this many goroutines. Conn sends a call past it as a unary call instead.
+const MaxInFlight = 1024
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Interceptor runs around every call, as the gRPC server's chained
+	// unary interceptors run around a unary call.
+	Interceptor grpc.UnaryServerInterceptor
+	// Decode decodes a call's request (the gRPC server's codec, so that a
+	// request is refused for the same reasons either way); nil: proto.Unmarshal.
+	Decode func(m proto.Message, b []byte) error
+	// NodeID names this node in the errors it sets.
+	NodeID string
+}
+
+type method struct {
+	srv     any
+	handler grpc.MethodHandler
+}
+
+// Server serves MuxService. Register the services whose unary methods it
+// may run before it serves.
+type Server struct {
+	pb.UnimplementedMuxServiceServer
+	cfg     ServerConfig
+	methods map[string]method
+
+	mu       sync.Mutex
+	draining bool
+	drain    chan struct{} // closed by Drain
+
+	jobsMu sync.RWMutex
+	jobs   chan job // to the idle workers; nil once closed
+}
+
+// workers is the number of long-lived goroutines that run calls: a call
+// on a new goroutine would start on a small stack and grow it (copy it)
+// every time, 11 % of a leader's CPU under the pairs benchmark. A call
+// that finds every worker busy runs on a goroutine of its own.
+const workers = 128
+
+type job struct {
+	st     *serverStream
+	ctx    context.Context
+	cancel context.CancelFunc
+	c      *pb.MuxCall
+	m      method
+}
+
+// NewServer returns a Server with no methods.
+func NewServer(cfg ServerConfig) *Server {
+	if cfg.Decode == nil {
+		cfg.Decode = func(m proto.Message, b []byte) error { return proto.Unmarshal(b, m) }
+	}
+	s := &Server{cfg: cfg, methods: map[string]method{}, drain: make(chan struct{}), jobs: make(chan job)}
+	for range workers {
+		go s.work(s.jobs)
+	}
+	return s
+}
+
+// work runs calls until Close.
+func (s *Server) work(jobs <-chan job) {
+	for j := range jobs {
+		j.st.run(j.ctx, j.cancel, j.c, j.m)
+	}
+}
+
+// Close stops the workers; call it once the gRPC server has stopped (no
+// stream runs).
+func (s *Server) Close() {
+	s.Drain()
+	s.jobsMu.Lock()
+	defer s.jobsMu.Unlock()
+	if s.jobs != nil {
+		close(s.jobs)
+		s.jobs = nil
+	}
+}
+
+// Register lets calls of sd's unary methods, served by impl, ride the
+// stream. Streaming methods never do.
+func (s *Server) Register(sd *grpc.ServiceDesc, impl any) {
+	for _, m := range sd.Methods {
+		s.methods["/"+sd.ServiceName+"/"+m.MethodName] = method{srv: impl, handler: m.Handler}
+	}
+}
+
+// Drain makes every stream stop taking calls: calls already taken run to
+// their end and are answered, calls that arrive after are answered
+// Unavailable with reason NOT_SENT, and each stream then ends with that
+// status, so that its client retries them elsewhere. Call it before the
+// gRPC server's GracefulStop, which would otherwise wait for the streams.
+func (s *Server) Drain() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.draining {
+		s.draining = true
+		close(s.drain)
+	}
+}
+
+func (s *Server) notTaken() error {
+	return apierr.New(codes.Unavailable, apierr.NotSent, s.cfg.NodeID, apierr.Leader{},
+		"this node is shutting down and took no more calls on the multiplexed stream: the call was not run")
+}
+
+// Calls serves one stream until its client closes it, it breaks, or Drain.
+func (s *Server) Calls(ss pb.MuxService_CallsServer) error {
+	select {
+	case <-s.drain:
+		return s.notTaken()
+	default:
+	}
+	// The empty header tells the client at once that this server runs
+	// calls on the stream (a server without MuxService answers Unimplemented).
+	if err := ss.SendHeader(metadata.MD{}); err != nil {
+		return err
+	}
+	st := &serverStream{s: s, ss: ss, ctx: ss.Context(), slots: make(chan struct{}, MaxInFlight),
+		calls: map[uint64]context.CancelFunc{}, stopped: make(chan struct{})}
+	recvDone := make(chan error, 1)
+	go func() { recvDone <- st.receive() }()
+	var err error
+	drained := false
+	select {
+	case err = <-recvDone:
+	case <-s.drain:
+		drained = true
+	}
+	st.stop()
+	st.running.Wait()
+	st.sendMu.Lock()
+	st.closed = true
+	st.sendMu.Unlock()
+	if drained {
+		return s.notTaken()
+	}
+	if errors.Is(err, errClientDone) {
+		return nil
+	}
+	return err
+}
+
+var errClientDone = errors.New("client closed its side")
+
+type serverStream struct {
+	s   *Server
+	ss  pb.MuxService_CallsServer
+	ctx context.Context
+
+	slots chan struct{} // one per call in flight
+
+	mu       sync.Mutex
+	calls    map[uint64]context.CancelFunc // in flight, by id
+	stopping bool
+	stopped  chan struct{} // closed by stop
+	running  sync.WaitGroup
+
+	sendMu sync.Mutex
+	closed bool // the handler returned: no more sends
+}
+
+func (st *serverStream) stop() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.stopping {
+		st.stopping = true
+		close(st.stopped)
+	}
+}
+
+// receive reads calls until the stream ends. It holds a slot for each
+// call before reading it, so that at most MaxInFlight run at once.
+func (st *serverStream) receive() error {
+	for {
+		held := false
+		select {
+		case st.slots <- struct{}{}:
+			held = true
+		case <-st.stopped:
+		}
+		c := new(pb.MuxCall)
+		if err := st.ss.RecvMsg(c); err != nil {
+			if held {
+				<-st.slots
+			}
+			if errors.Is(err, io.EOF) {
+				return errClientDone
+			}
+			return err
+		}
+		if !st.take(c) && held {
+			<-st.slots
+		}
+	}
+}
+
+// take starts call c, or answers it at once; it reports whether c runs
+// (and then keeps its slot until it ends).
+func (st *serverStream) take(c *pb.MuxCall) bool {
+	if c.Cancel {
+		st.mu.Lock()
+		cancel := st.calls[c.Id]
+		st.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+		return false
+	}
+	m, ok := st.s.methods[c.Method]
+	if !ok {
+		st.send(&pb.MuxResult{Id: c.Id, Status: statusBytes(status.Errorf(codes.Unimplemented,
+			"method: %q is not a unary method this server runs on the multiplexed stream", c.Method))})
+		return false
+	}
+	if c.TimeoutMicros < 0 {
+		st.send(&pb.MuxResult{Id: c.Id, Status: statusBytes(status.Errorf(codes.InvalidArgument,
+			"timeout_micros: %d is negative; it must be 0 (no deadline) or more", c.TimeoutMicros))})
+		return false
+	}
+	ctx, cancel := st.ctx, context.CancelFunc(nil)
+	if c.TimeoutMicros > 0 {
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(c.TimeoutMicros)*time.Microsecond)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	st.mu.Lock()
+	if st.stopping {
+		st.mu.Unlock()
+		cancel()
+		st.send(&pb.MuxResult{Id: c.Id, Status: statusBytes(st.s.notTaken())})
+		return false
+	}
+	if _, dup := st.calls[c.Id]; dup {
+		st.mu.Unlock()
+		cancel()
+		st.send(&pb.MuxResult{Id: c.Id, Status: statusBytes(status.Errorf(codes.InvalidArgument,
+			"id: %d is already in flight on this stream; ids must be unique among calls in flight", c.Id))})
+		return false
+	}
+	st.calls[c.Id] = cancel
+	st.running.Add(1)
+	st.mu.Unlock()
+	st.s.dispatch(job{st: st, ctx: ctx, cancel: cancel, c: c, m: m})
+	return true
+}
+
+// dispatch hands j to an idle worker, or to a new goroutine.
+func (s *Server) dispatch(j job) {
+	s.jobsMu.RLock()
+	if s.jobs != nil {
+		select {
+		case s.jobs <- j:
+			s.jobsMu.RUnlock()
+			return
+		default:
+		}
+	}
+	s.jobsMu.RUnlock()
+	go j.st.run(j.ctx, j.cancel, j.c, j.m)
+}
+
+// run runs one call through the method's handler and the interceptors,
+// and answers it.
+func (st *serverStream) run(ctx context.Context, cancel context.CancelFunc, c *pb.MuxCall, m method) {
+	defer st.running.Done()
+	ts := &transportStream{method: c.Method}
+	ctx = grpc.NewContextWithServerTransportStream(ctx, ts)
+	dec := func(v any) error {
+		msg, ok := v.(proto.Message)
+		if !ok {
+			return status.Errorf(codes.Internal, "request of %s is not a protobuf message", c.Method)
+		}
+		err := st.s.cfg.Decode(msg, c.Request)
+		if _, isStatus := status.FromError(err); err != nil && !isStatus {
+			err = status.Errorf(codes.InvalidArgument, "request: does not decode as %T: %v", msg, err)
+		}
+		return err
+	}
+	resp, err := callHandler(ctx, m, dec, st.s.cfg.Interceptor)
+	res := &pb.MuxResult{Id: c.Id, Header: toPairs(ts.header), Trailer: toPairs(ts.trailer)}
+	if err == nil {
+		if msg, ok := resp.(proto.Message); ok {
+			res.Response, err = proto.Marshal(msg)
+		} else {
+			err = status.Errorf(codes.Internal, "response of %s is not a protobuf message", c.Method)
+		}
+	}
+	if err != nil {
+		res.Response = nil
+		res.Status = statusBytes(err)
+	}
+	st.mu.Lock()
+	delete(st.calls, c.Id)
+	st.mu.Unlock()
+	cancel()
+	st.send(res)
+	<-st.slots
+}
+
+// callHandler runs the handler, turning a panic into an Internal error as
+// gRPC's own unary path would not (it would take the node down): a
+// hostile request must not.
+func callHandler(ctx context.Context, m method, dec func(any) error, ic grpc.UnaryServerInterceptor) (resp any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			resp, err = nil, status.Errorf(codes.Internal, "the call panicked: %v", r)
+		}
+	}()
+	return m.handler(m.srv, ctx, dec, ic)
+}
+
+func (st *serverStream) send(r *pb.MuxResult) {
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
+	if st.closed {
+		return
+	}
+	_ = st.ss.Send(r) // a failed send means the stream is gone; its client learns that
+}
+
+func statusBytes(err error) []byte {
+	b, merr := proto.Marshal(status.Convert(err).Proto())
+	if merr != nil {
+		b, _ = proto.Marshal(status.New(codes.Internal, fmt.Sprintf("encoding the error: %v", merr)).Proto())
+	}
+	return b
+}
+
+// transportStream stands in for gRPC's per-call transport stream, so that
+// grpc.SetHeader, SendHeader and SetTrailer in a handler reach the result.
+// Only the call's own goroutine uses it.
+type transportStream struct {
+	method          string
+	header, trailer metadata.MD
+}
+
+func (t *transportStream) Method() string { return t.method }
+func (t *transportStream) SetHeader(md metadata.MD) error {
+	t.header = metadata.Join(t.header, md)
+	return nil
+}
+func (t *transportStream) SendHeader(md metadata.MD) error { return t.SetHeader(md) }
+func (t *transportStream) SetTrailer(md metadata.MD) error {
+	t.trailer = metadata.Join(t.trailer, md)
+	return nil
+}
+
+func toPairs(md metadata.MD) []*pb.MuxMetadata {
+	if len(md) == 0 {
+		return nil
+	}
+	out := make([]*pb.MuxMetadata, 0, len(md))
+	for k, v := range md {
+		out = append(out, &pb.MuxMetadata{Key: k, Values: v})
+	}
+	return out
+}
+
+func fromPairs(ps []*pb.MuxMetadata) metadata.MD {
+	md := make(metadata.MD, len(ps))
+	for _, p := range ps {
+		md[p.Key] = append(md[p.Key], p.Values...)
+	}
+	return md
+}
+
+// Chain makes one interceptor of ics, the first outermost, as
+// grpc.ChainUnaryInterceptor does for the gRPC server.
+func Chain(ics ...grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		return chainFrom(ics, 0, info, handler)(ctx, req)
+	}
+}
+
+func chainFrom(ics []grpc.UnaryServerInterceptor, i int, info *grpc.UnaryServerInfo, final grpc.UnaryHandler) grpc.UnaryHandler {
+	if i == len(ics) {
+		return final
+	}
+	return func(ctx context.Context, req any) (any, error) {
+		return ics[i](ctx, req, info, chainFrom(ics, i+1, info, final))
+	}
+}
