@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/grackle-coord/grackle/apierr"
+	"github.com/grackle-coord/grackle/internal/mux"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -38,6 +39,10 @@ type Config struct {
 	// Secure, when set, turns on client mutual TLS, peer TLS and access
 	// control on every node (secure.go).
 	Secure *Secure
+	// Unary, when set, has API send every call as its own unary gRPC call;
+	// by default the workloads' calls go over each connection's
+	// multiplexed stream, as the Go client sends them.
+	Unary bool
 }
 
 // Node is one member.
@@ -67,6 +72,7 @@ type Cluster struct {
 	mu     sync.Mutex
 	closed bool
 	conns  map[connKey]*grpc.ClientConn
+	muxes  map[connKey]*mux.Conn
 }
 
 type connKey struct{ addr, token string }
@@ -332,6 +338,27 @@ func (c *Cluster) ConnAs(addr, token string) *grpc.ClientConn {
 	return cc
 }
 
+// API is what the workloads call addr through with token: ConnAs's
+// connection, over its multiplexed stream unless Config.Unary.
+func (c *Cluster) API(addr, token string) grpc.ClientConnInterface {
+	cc := c.ConnAs(addr, token)
+	if c.cfg.Unary {
+		return cc
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := connKey{addr, token}
+	if c.muxes == nil {
+		c.muxes = map[connKey]*mux.Conn{}
+	}
+	m, ok := c.muxes[k]
+	if !ok {
+		m = mux.NewConn(cc)
+		c.muxes[k] = m
+	}
+	return m
+}
+
 // Leader asks the running nodes who leads and returns its index (-1).
 func (c *Cluster) Leader(ctx context.Context) int {
 	for _, n := range c.Nodes {
@@ -434,6 +461,9 @@ func (c *Cluster) Close() {
 		return
 	}
 	c.closed = true
+	for _, m := range c.muxes {
+		m.Close()
+	}
 	for _, cc := range c.conns {
 		cc.Close()
 	}

@@ -35,6 +35,8 @@ type Config struct {
 	// and access control; the workloads then use a token that may only
 	// write to their namespace, the harness the bootstrapped admin token.
 	Secure *cluster.Secure
+	// Unary: the workloads send unary calls, not over multiplexed streams.
+	Unary bool
 	// Linear is the number of processes of the linearizability workload
 	// (long leases, never expire); Fenced of the fenced/expiry workload.
 	Linear, Fenced int
@@ -51,7 +53,7 @@ func Run(ctx context.Context, cfg Config) (*history.History, error) {
 		cfg.Logf = func(string, ...any) {}
 	}
 	rng := rand.New(rand.NewSource(cfg.Seed))
-	c, err := cluster.Start(cluster.Config{Nodes: cfg.Nodes, Binary: cfg.Binary, Dir: cfg.Dir, Net: cfg.Net, Env: cfg.ServerEnv, Secure: cfg.Secure,
+	c, err := cluster.Start(cluster.Config{Nodes: cfg.Nodes, Binary: cfg.Binary, Dir: cfg.Dir, Net: cfg.Net, Env: cfg.ServerEnv, Secure: cfg.Secure, Unary: cfg.Unary,
 		ExtraArgs: []string{"--snapshot-threshold", "500", "--snapshot-interval", "2s", "--trailing-logs", "200"}})
 	if err != nil {
 		return nil, err
@@ -128,7 +130,7 @@ type world struct {
 
 func (w *world) api(rng *rand.Rand) (pb.GrackleServiceClient, string) {
 	n := w.c.Nodes[rng.Intn(len(w.c.Nodes))]
-	return pb.NewGrackleServiceClient(w.c.ConnAs(n.GRPC, w.token)), n.ID
+	return pb.NewGrackleServiceClient(w.c.API(n.GRPC, w.token)), n.ID
 }
 
 func (w *world) setup(ctx context.Context, h *history.History, rng *rand.Rand) error {

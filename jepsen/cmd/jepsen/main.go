@@ -39,6 +39,7 @@ func main() {
 	linTimeout := flag.Duration("lin-timeout", 60*time.Second, "bound of the linearizability search")
 	liveness := flag.Duration("liveness", 30*time.Second, "the cluster must serve again this soon after healing")
 	secure := flag.Bool("secure", os.Getenv("JEPSEN_SECURE") == "1", "client mutual TLS, peer TLS and access control on every node (certificates made with openssl into the run's dir) [$JEPSEN_SECURE=1]")
+	unary := flag.Bool("unary", false, "workloads send every call as its own unary gRPC call (default: over each connection's multiplexed stream, as the Go client does)")
 	recheck := flag.String("check", "", "only check an existing history.jsonl (and write its report beside it)")
 	flag.Parse()
 
@@ -102,7 +103,7 @@ func main() {
 	defer stop()
 	fmt.Printf("jepsen: seed=%d nodes=%d duration=%s nemesis=%s fault=%q secure=%v out=%s\n", *seed, *nodes, *dur, strings.Join(kinds, ","), *fault, *secure, *out)
 	h, err := runner.Run(ctx, runner.Config{Nodes: *nodes, Duration: *dur, Seed: *seed, Nemeses: kinds, Binary: bin, Dir: *out, Net: *netID,
-		ServerEnv: env, Secure: sec, Linear: *linear, Fenced: *fenced, FaultEvery: *every, FaultFor: *hold,
+		ServerEnv: env, Secure: sec, Unary: *unary, Linear: *linear, Fenced: *fenced, FaultEvery: *every, FaultFor: *hold,
 		Logf: func(f string, a ...any) { fmt.Printf("jepsen: "+f+"\n", a...) }})
 	if err != nil {
 		fail(1, "run: %v", err)
