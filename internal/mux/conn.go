@@ -186,6 +186,11 @@ type pendingCall struct {
 	err  error
 }
 
+// abandoned stands for a call whose caller gave up (its context ended):
+// it stays counted in flight until the server answers it, so that the
+// client never has more calls running on the server than MaxInFlight.
+var abandoned = &pendingCall{}
+
 type clientStream struct {
 	conn   *Conn
 	cs     grpc.ClientStream
@@ -241,7 +246,11 @@ func (s *clientStream) call(ctx context.Context, method string, req proto.Messag
 	case <-p.done:
 		return p.res, p.err, true
 	case <-ctx.Done():
-		s.forget(m.Id)
+		s.mu.Lock()
+		if _, ok := s.pending[m.Id]; ok {
+			s.pending[m.Id] = abandoned
+		}
+		s.mu.Unlock()
 		go s.sendCancel(m.Id)
 		return nil, status.FromContextError(ctx.Err()).Err(), true
 	}
@@ -272,7 +281,7 @@ func (s *clientStream) receive() {
 		p := s.pending[r.Id]
 		delete(s.pending, r.Id)
 		s.mu.Unlock()
-		if p != nil {
+		if p != nil && p != abandoned {
 			p.res = r
 			close(p.done)
 		}
@@ -296,7 +305,9 @@ func (s *clientStream) end(err error) {
 	s.pending = map[uint64]*pendingCall{}
 	s.mu.Unlock()
 	for _, p := range pending {
-		p.err = err
-		close(p.done)
+		if p != abandoned {
+			p.err = err
+			close(p.done)
+		}
 	}
 }

@@ -212,3 +212,52 @@ func TestHostileCallsAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// Past MaxInFlight running calls a call is refused without running, and a
+// cancel still gets through (the server keeps reading).
+func TestInFlightBoundRefusesAndCancelsGetThrough(t *testing.T) {
+	f := newFake()
+	f.entered = make(chan struct{}, mux.MaxInFlight+1)
+	cc, _ := fakeServer(t, f, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := pb.NewMuxServiceClient(cc).Calls(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := proto.Marshal(&pb.ListNamespacesRequest{PaginationToken: "block"})
+	for id := uint64(1); id <= mux.MaxInFlight+1; id++ {
+		if err := st.Send(&pb.MuxCall{Id: id, Method: pb.GrackleService_ListNamespaces_FullMethodName, Request: block}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s spb.Status
+	if err := proto.Unmarshal(r.Status, &s); err != nil {
+		t.Fatal(err)
+	}
+	if r.Id != mux.MaxInFlight+1 || codes.Code(s.Code) != codes.ResourceExhausted || !strings.Contains(s.Message, "in flight") {
+		t.Fatalf("call %d: %v %q, want call %d refused ResourceExhausted", r.Id, codes.Code(s.Code), s.Message, mux.MaxInFlight+1)
+	}
+	if err := st.Send(&pb.MuxCall{Id: 7, Cancel: true}); err != nil {
+		t.Fatal(err)
+	}
+	r, err = st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Reset()
+	_ = proto.Unmarshal(r.Status, &s)
+	if r.Id != 7 || codes.Code(s.Code) != codes.Canceled {
+		t.Fatalf("after the cancel of call 7: call %d %v, want call 7 Canceled", r.Id, codes.Code(s.Code))
+	}
+	close(f.release)
+	for range mux.MaxInFlight - 1 {
+		if _, err := st.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -24,10 +24,12 @@ import (
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
-// MaxInFlight bounds the calls one stream has in flight on the server:
-// past it the server reads no more calls until one ends (gRPC's flow
-// control then holds the client back), so a stream costs a node at most
-// this many goroutines. Conn sends a call past it as a unary call instead.
+// MaxInFlight bounds the calls one stream has running on the server: a
+// call past it is answered ResourceExhausted at once and not run, so a
+// stream costs a node at most this many goroutines. The server keeps
+// reading (a cancel must get through however many calls run). Conn counts
+// a call in flight until its answer arrives, also once its caller gave up
+// on it, and sends a call past the bound as a unary call instead.
 const MaxInFlight = 1024
 
 // ServerConfig configures a Server.
@@ -146,8 +148,7 @@ func (s *Server) Calls(ss pb.MuxService_CallsServer) error {
 	if err := ss.SendHeader(metadata.MD{}); err != nil {
 		return err
 	}
-	st := &serverStream{s: s, ss: ss, ctx: ss.Context(), slots: make(chan struct{}, MaxInFlight),
-		calls: map[uint64]context.CancelFunc{}, stopped: make(chan struct{})}
+	st := &serverStream{s: s, ss: ss, ctx: ss.Context(), calls: map[uint64]context.CancelFunc{}, stopped: make(chan struct{})}
 	recvDone := make(chan error, 1)
 	go func() { recvDone <- st.receive() }()
 	var err error
@@ -178,8 +179,6 @@ type serverStream struct {
 	ss  pb.MuxService_CallsServer
 	ctx context.Context
 
-	slots chan struct{} // one per call in flight
-
 	mu       sync.Mutex
 	calls    map[uint64]context.CancelFunc // in flight, by id
 	stopping bool
@@ -199,35 +198,22 @@ func (st *serverStream) stop() {
 	}
 }
 
-// receive reads calls until the stream ends. It holds a slot for each
-// call before reading it, so that at most MaxInFlight run at once.
+// receive reads calls until the stream ends.
 func (st *serverStream) receive() error {
 	for {
-		held := false
-		select {
-		case st.slots <- struct{}{}:
-			held = true
-		case <-st.stopped:
-		}
 		c := new(pb.MuxCall)
 		if err := st.ss.RecvMsg(c); err != nil {
-			if held {
-				<-st.slots
-			}
 			if errors.Is(err, io.EOF) {
 				return errClientDone
 			}
 			return err
 		}
-		if !st.take(c) && held {
-			<-st.slots
-		}
+		st.take(c)
 	}
 }
 
-// take starts call c, or answers it at once; it reports whether c runs
-// (and then keeps its slot until it ends).
-func (st *serverStream) take(c *pb.MuxCall) bool {
+// take starts call c, or answers it at once.
+func (st *serverStream) take(c *pb.MuxCall) {
 	if c.Cancel {
 		st.mu.Lock()
 		cancel := st.calls[c.Id]
@@ -235,18 +221,18 @@ func (st *serverStream) take(c *pb.MuxCall) bool {
 		if cancel != nil {
 			cancel()
 		}
-		return false
+		return
 	}
 	m, ok := st.s.methods[c.Method]
 	if !ok {
 		st.send(&pb.MuxResult{Id: c.Id, Status: statusBytes(status.Errorf(codes.Unimplemented,
 			"method: %q is not a unary method this server runs on the multiplexed stream", c.Method))})
-		return false
+		return
 	}
 	if c.TimeoutMicros < 0 {
 		st.send(&pb.MuxResult{Id: c.Id, Status: statusBytes(status.Errorf(codes.InvalidArgument,
 			"timeout_micros: %d is negative; it must be 0 (no deadline) or more", c.TimeoutMicros))})
-		return false
+		return
 	}
 	ctx, cancel := st.ctx, context.CancelFunc(nil)
 	if c.TimeoutMicros > 0 {
@@ -259,20 +245,26 @@ func (st *serverStream) take(c *pb.MuxCall) bool {
 		st.mu.Unlock()
 		cancel()
 		st.send(&pb.MuxResult{Id: c.Id, Status: statusBytes(st.s.notTaken())})
-		return false
+		return
+	}
+	if len(st.calls) >= MaxInFlight {
+		st.mu.Unlock()
+		cancel()
+		st.send(&pb.MuxResult{Id: c.Id, Status: statusBytes(status.Errorf(codes.ResourceExhausted,
+			"calls in flight on this stream: %d is the most; the call was not run", MaxInFlight))})
+		return
 	}
 	if _, dup := st.calls[c.Id]; dup {
 		st.mu.Unlock()
 		cancel()
 		st.send(&pb.MuxResult{Id: c.Id, Status: statusBytes(status.Errorf(codes.InvalidArgument,
 			"id: %d is already in flight on this stream; ids must be unique among calls in flight", c.Id))})
-		return false
+		return
 	}
 	st.calls[c.Id] = cancel
 	st.running.Add(1)
 	st.mu.Unlock()
 	st.s.dispatch(job{st: st, ctx: ctx, cancel: cancel, c: c, m: m})
-	return true
 }
 
 // dispatch hands j to an idle worker, or to a new goroutine.
@@ -325,7 +317,6 @@ func (st *serverStream) run(ctx context.Context, cancel context.CancelFunc, c *p
 	st.mu.Unlock()
 	cancel()
 	st.send(res)
-	<-st.slots
 }
 
 // callHandler runs the handler, turning a panic into an Internal error as
