@@ -261,7 +261,8 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	pb.RegisterACLServiceServer(gs, api)
 	// Unary calls may also come over a multiplexed stream (internal/mux):
 	// the same handlers behind the same interceptors, in the same order.
-	muxer := mux.NewServer(mux.ServerConfig{Interceptor: mux.Chain(unary...), Decode: reqcodec.Check, NodeID: cfg.NodeID})
+	muxer := mux.NewServer(mux.ServerConfig{Interceptor: mux.Chain(unary...), Decode: reqcodec.Check, NodeID: cfg.NodeID,
+		IdleTimeout: cfg.IdleTimeout})
 	muxer.Register(&pb.GrackleService_ServiceDesc, gapi)
 	muxer.Register(&pb.ClusterService_ServiceDesc, adm)
 	muxer.Register(&pb.ACLService_ServiceDesc, api)

@@ -102,7 +102,7 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "most open connections per port (gRPC, HTTP, Raft)")
 	durationVar(fs, &cfg.HandshakeTimeout, "handshake-timeout", cfg.HandshakeTimeout, "bound of a connection's TLS and HTTP/2 handshake (and of reading an HTTP request)")
 	durationVar(fs, &cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "bound of the wait for Raft to stop on SIGTERM; past it the node exits naming what it waited for")
-	durationVar(fs, &cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "a client connection with no call in flight for this long is closed")
+	durationVar(fs, &cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "a client connection with no call in flight for this long is closed (a multiplexed stream with no call is ended after it, its connection one more period later)")
 
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "trace, debug, info, warn or error")
 	fs.BoolVar(&cfg.LogJSON, "log-json", cfg.LogJSON, "log JSON lines instead of text")

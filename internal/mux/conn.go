@@ -2,6 +2,7 @@ package mux
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,7 +106,9 @@ func (c *Conn) Invoke(ctx context.Context, method string, args, reply any, opts 
 		return c.cc.Invoke(ctx, method, args, reply, opts...)
 	}
 	res, err, ok := cs.call(ctx, method, req)
-	if !ok {
+	if !ok || (err != nil && errors.Is(err, errStreamNotRun)) || (err == nil && res.NotRun) {
+		// Not sent, or the server ended the stream without running it
+		// (idle or shutting down): the unary call is safe, and decides.
 		return c.cc.Invoke(ctx, method, args, reply, opts...)
 	}
 	if err != nil {
@@ -296,7 +299,9 @@ func (s *clientStream) receive() {
 func (s *clientStream) end(err error) {
 	s.conn.lost(s)
 	s.cancel()
-	if !apierr.ProvesNotSent(err) {
+	if apierr.ProvesNotSent(err) {
+		err = notRunError{err}
+	} else {
 		err = status.Errorf(codes.Unavailable, "the multiplexed stream ended with the call in flight (it may or may not have run): %v", err)
 	}
 	s.mu.Lock()
@@ -311,3 +316,12 @@ func (s *clientStream) end(err error) {
 		}
 	}
 }
+
+// errStreamNotRun marks the error of a call the server never ran because
+// it ended the stream (NOT_SENT): Invoke sends such a call as a unary call.
+var errStreamNotRun = errors.New("the server ended the multiplexed stream without running the call")
+
+type notRunError struct{ error }
+
+func (e notRunError) Is(target error) bool { return target == errStreamNotRun }
+func (e notRunError) Unwrap() error        { return e.error }

@@ -54,13 +54,18 @@ func (f *fakeAPI) ListNamespaces(ctx context.Context, req *pb.ListNamespacesRequ
 // fakeServer serves f on loopback, with MuxService unless old.
 func fakeServer(t *testing.T, f *fakeAPI, old bool) (*grpc.ClientConn, *mux.Server) {
 	t.Helper()
+	return fakeServerWith(t, f, old, 0)
+}
+
+func fakeServerWith(t *testing.T, f *fakeAPI, old bool, idle time.Duration) (*grpc.ClientConn, *mux.Server) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	gs := grpc.NewServer()
 	pb.RegisterGrackleServiceServer(gs, f)
-	ms := mux.NewServer(mux.ServerConfig{NodeID: "fake"})
+	ms := mux.NewServer(mux.ServerConfig{NodeID: "fake", IdleTimeout: idle})
 	ms.Register(&pb.GrackleService_ServiceDesc, f)
 	if !old {
 		pb.RegisterMuxServiceServer(gs, ms)

@@ -261,3 +261,28 @@ func TestInFlightBoundRefusesAndCancelsGetThrough(t *testing.T) {
 		}
 	}
 }
+
+// A stream with no call for the idle timeout ends NOT_SENT (so the gRPC
+// server's idle timeout can then close the connection), and a client's
+// next call still answers.
+func TestIdleStreamEnds(t *testing.T) {
+	cc, _ := fakeServerWith(t, newFake(), false, 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := pb.NewMuxServiceClient(cc).Calls(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); !apierr.ProvesNotSent(err) || !strings.Contains(status.Convert(err).Message(), "no call") {
+		t.Fatalf("an idle stream ended with %v, want NOT_SENT saying it had no call", err)
+	}
+	m := mux.NewConn(cc)
+	defer m.Close()
+	untilStream(t, m, func() error { _, err := list(ctx, m, "warm"); return err })
+	time.Sleep(400 * time.Millisecond) // past the idle timeout: the stream has ended (or is ending)
+	for i := range 10 {
+		if _, err := list(ctx, m, "x"); err != nil {
+			t.Fatalf("call %d after the stream went idle: %v", i, err)
+		}
+	}
+}

@@ -42,6 +42,11 @@ type ServerConfig struct {
 	Decode func(m proto.Message, b []byte) error
 	// NodeID names this node in the errors it sets.
 	NodeID string
+	// IdleTimeout ends a stream that has had no call running for this
+	// long (0: never), so that the gRPC server's own idle timeout can then
+	// close the connection of a client that went quiet: an open stream
+	// would keep it open for ever.
+	IdleTimeout time.Duration
 }
 
 type method struct {
@@ -149,14 +154,28 @@ func (s *Server) Calls(ss pb.MuxService_CallsServer) error {
 		return err
 	}
 	st := &serverStream{s: s, ss: ss, ctx: ss.Context(), calls: map[uint64]context.CancelFunc{}, stopped: make(chan struct{})}
+	st.last = time.Now()
 	recvDone := make(chan error, 1)
 	go func() { recvDone <- st.receive() }()
+	var idle <-chan time.Time
+	if s.cfg.IdleTimeout > 0 {
+		t := time.NewTicker(s.cfg.IdleTimeout / 4)
+		defer t.Stop()
+		idle = t.C
+	}
 	var err error
-	drained := false
-	select {
-	case err = <-recvDone:
-	case <-s.drain:
-		drained = true
+	drained, idled := false, false
+	for !drained && !idled && err == nil {
+		select {
+		case err = <-recvDone:
+			if err == nil {
+				err = errClientDone
+			}
+		case <-s.drain:
+			drained = true
+		case <-idle:
+			idled = st.idleFor(s.cfg.IdleTimeout)
+		}
 	}
 	st.stop()
 	st.running.Wait()
@@ -165,6 +184,10 @@ func (s *Server) Calls(ss pb.MuxService_CallsServer) error {
 	st.sendMu.Unlock()
 	if drained {
 		return s.notTaken()
+	}
+	if idled {
+		return apierr.New(codes.Unavailable, apierr.NotSent, s.cfg.NodeID, apierr.Leader{},
+			fmt.Sprintf("the multiplexed stream had no call for %v and was closed: the call was not run", s.cfg.IdleTimeout))
 	}
 	if errors.Is(err, errClientDone) {
 		return nil
@@ -183,10 +206,26 @@ type serverStream struct {
 	calls    map[uint64]context.CancelFunc // in flight, by id
 	stopping bool
 	stopped  chan struct{} // closed by stop
+	last     time.Time     // when a call last started or ended
 	running  sync.WaitGroup
 
 	sendMu sync.Mutex
 	closed bool // the handler returned: no more sends
+}
+
+// idleFor reports whether no call has run for d; it then stops the
+// stream taking calls, so that none starts between the check and the end.
+func (st *serverStream) idleFor(d time.Duration) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.calls) > 0 || time.Since(st.last) < d {
+		return false
+	}
+	if !st.stopping {
+		st.stopping = true
+		close(st.stopped)
+	}
+	return true
 }
 
 func (st *serverStream) stop() {
@@ -244,7 +283,7 @@ func (st *serverStream) take(c *pb.MuxCall) {
 	if st.stopping {
 		st.mu.Unlock()
 		cancel()
-		st.send(&pb.MuxResult{Id: c.Id, Status: statusBytes(st.s.notTaken())})
+		st.send(&pb.MuxResult{Id: c.Id, Status: statusBytes(st.s.notTaken()), NotRun: true})
 		return
 	}
 	if len(st.calls) >= MaxInFlight {
@@ -262,6 +301,7 @@ func (st *serverStream) take(c *pb.MuxCall) {
 		return
 	}
 	st.calls[c.Id] = cancel
+	st.last = time.Now()
 	st.running.Add(1)
 	st.mu.Unlock()
 	st.s.dispatch(job{st: st, ctx: ctx, cancel: cancel, c: c, m: m})
@@ -314,6 +354,7 @@ func (st *serverStream) run(ctx context.Context, cancel context.CancelFunc, c *p
 	}
 	st.mu.Lock()
 	delete(st.calls, c.Id)
+	st.last = time.Now()
 	st.mu.Unlock()
 	cancel()
 	st.send(res)

@@ -124,8 +124,12 @@ type MuxResult struct {
 	Status []byte `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
 	// The response headers and trailers the unary RPC would have sent
 	// (grackle-raft-index, grackle-leader-address).
-	Header        []*MuxMetadata `protobuf:"bytes,4,rep,name=header,proto3" json:"header,omitempty"`
-	Trailer       []*MuxMetadata `protobuf:"bytes,5,rep,name=trailer,proto3" json:"trailer,omitempty"`
+	Header  []*MuxMetadata `protobuf:"bytes,4,rep,name=header,proto3" json:"header,omitempty"`
+	Trailer []*MuxMetadata `protobuf:"bytes,5,rep,name=trailer,proto3" json:"trailer,omitempty"`
+	// The server did not run the call: it took no more calls on this stream
+	// (shutting down, or the stream closing for idleness). status then says
+	// so (Unavailable, reason NOT_SENT); the call may be sent again anywhere.
+	NotRun        bool `protobuf:"varint,6,opt,name=not_run,json=notRun,proto3" json:"not_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -195,6 +199,13 @@ func (x *MuxResult) GetTrailer() []*MuxMetadata {
 	return nil
 }
 
+func (x *MuxResult) GetNotRun() bool {
+	if x != nil {
+		return x.NotRun
+	}
+	return false
+}
+
 type MuxMetadata struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -258,13 +269,14 @@ const file_grackle_v1_mux_proto_rawDesc = "" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x18\n" +
 	"\arequest\x18\x03 \x01(\fR\arequest\x12%\n" +
 	"\x0etimeout_micros\x18\x04 \x01(\x03R\rtimeoutMicros\x12\x16\n" +
-	"\x06cancel\x18\x05 \x01(\bR\x06cancel\"\xb3\x01\n" +
+	"\x06cancel\x18\x05 \x01(\bR\x06cancel\"\xcc\x01\n" +
 	"\tMuxResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1a\n" +
 	"\bresponse\x18\x02 \x01(\fR\bresponse\x12\x16\n" +
 	"\x06status\x18\x03 \x01(\fR\x06status\x12/\n" +
 	"\x06header\x18\x04 \x03(\v2\x17.grackle.v1.MuxMetadataR\x06header\x121\n" +
-	"\atrailer\x18\x05 \x03(\v2\x17.grackle.v1.MuxMetadataR\atrailer\"7\n" +
+	"\atrailer\x18\x05 \x03(\v2\x17.grackle.v1.MuxMetadataR\atrailer\x12\x17\n" +
+	"\anot_run\x18\x06 \x01(\bR\x06notRun\"7\n" +
 	"\vMuxMetadata\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
 	"\x06values\x18\x02 \x03(\tR\x06values2E\n" +
