@@ -14,7 +14,7 @@ var _ pb.ACLServiceClient = (*Client)(nil)
 func callACL[Req, Resp any](c *Client, ctx context.Context, pol policy, req Req, opts []grpc.CallOption,
 	f func(pb.ACLServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
 	var out Resp
-	err := c.invoke(ctx, pol, opts, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) error {
+	err := c.invoke(ctx, pol, opts, func(ctx context.Context, cc grpc.ClientConnInterface, o []grpc.CallOption) error {
 		r, err := f(pb.NewACLServiceClient(cc), ctx, req, o...)
 		if err == nil {
 			out = r

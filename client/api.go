@@ -16,8 +16,8 @@ import (
 func call[Req, Resp any](c *Client, ctx context.Context, pol policy, req Req, opts []grpc.CallOption,
 	f func(pb.GrackleServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
 	var out Resp
-	err := c.invoke(ctx, pol, opts, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) error {
-		r, err := f(pb.NewGrackleServiceClient(c.via(cc)), ctx, req, o...)
+	err := c.invoke(ctx, pol, opts, func(ctx context.Context, cc grpc.ClientConnInterface, o []grpc.CallOption) error {
+		r, err := f(pb.NewGrackleServiceClient(cc), ctx, req, o...)
 		if err == nil {
 			out = r
 		}
@@ -30,8 +30,8 @@ func call[Req, Resp any](c *Client, ctx context.Context, pol policy, req Req, op
 func callCluster[Req, Resp any](c *Client, ctx context.Context, pol policy, req Req, opts []grpc.CallOption,
 	f func(pb.ClusterServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
 	var out Resp
-	err := c.invoke(ctx, pol, opts, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) error {
-		r, err := f(pb.NewClusterServiceClient(c.via(cc)), ctx, req, o...)
+	err := c.invoke(ctx, pol, opts, func(ctx context.Context, cc grpc.ClientConnInterface, o []grpc.CallOption) error {
+		r, err := f(pb.NewClusterServiceClient(cc), ctx, req, o...)
 		if err == nil {
 			out = r
 		}

@@ -322,18 +322,6 @@ func (c *Client) connLocked(addr string) (*grpc.ClientConn, error) {
 	return cc, nil
 }
 
-// via is what a unary call on cc goes through: its multiplexed stream,
-// or cc itself (Config.Unary, or a connection already closed).
-func (c *Client) via(cc *grpc.ClientConn) grpc.ClientConnInterface {
-	c.mu.Lock()
-	m := c.muxes[cc]
-	c.mu.Unlock()
-	if m == nil {
-		return cc
-	}
-	return m
-}
-
 func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -341,6 +329,25 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 		return nil, ErrClientClosed
 	}
 	return c.connLocked(addr)
+}
+
+// api is what a call to addr goes through: the connection's multiplexed
+// stream (its unary calls; streams pass through to the connection), or
+// the connection itself with Config.Unary.
+func (c *Client) api(addr string) (grpc.ClientConnInterface, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClientClosed
+	}
+	cc, err := c.connLocked(addr)
+	if err != nil {
+		return nil, err
+	}
+	if m := c.muxes[cc]; m != nil {
+		return m, nil
+	}
+	return cc, nil
 }
 
 // ---- leader discovery ----
@@ -601,7 +608,7 @@ func (c *Client) forgetLeader() {
 // one attempt on cc with the given call options (the caller's, plus one
 // that captures the trailer).
 func (c *Client) invoke(ctx context.Context, pol policy, opts []grpc.CallOption,
-	do func(ctx context.Context, cc *grpc.ClientConn, opts []grpc.CallOption) error) error {
+	do func(ctx context.Context, cc grpc.ClientConnInterface, opts []grpc.CallOption) error) error {
 	var firstFail time.Time
 	redirected := false
 	for attempt := 0; ; attempt++ {
@@ -609,7 +616,7 @@ func (c *Client) invoke(ctx context.Context, pol policy, opts []grpc.CallOption,
 		if err != nil {
 			return err
 		}
-		cc, err := c.conn(addr)
+		cc, err := c.api(addr)
 		if err != nil {
 			return err
 		}

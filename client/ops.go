@@ -20,7 +20,7 @@ func (c *Client) GetNodeInfo(ctx context.Context, in *pb.GetNodeInfoRequest, opt
 // message has arrived; the stream returned starts with it. A stream that
 // breaks later is not reopened: the caller saves again.
 func (c *Client) SaveSnapshot(ctx context.Context, in *pb.SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pb.SaveSnapshotResponse], error) {
-	return openPrimed(c, ctx, opts, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) (grpc.ServerStreamingClient[pb.SaveSnapshotResponse], error) {
+	return openPrimed(c, ctx, opts, func(ctx context.Context, cc grpc.ClientConnInterface, o []grpc.CallOption) (grpc.ServerStreamingClient[pb.SaveSnapshotResponse], error) {
 		return pb.NewClusterServiceClient(cc).SaveSnapshot(ctx, in, o...)
 	})
 }
@@ -30,12 +30,12 @@ func (c *Client) SaveSnapshot(ctx context.Context, in *pb.SaveSnapshotRequest, o
 // change while opening, costs a retry and not an error); the stream it
 // returns replays that message first.
 func openPrimed[T any](c *Client, ctx context.Context, opts []grpc.CallOption,
-	open func(context.Context, *grpc.ClientConn, []grpc.CallOption) (grpc.ServerStreamingClient[T], error)) (grpc.ServerStreamingClient[T], error) {
+	open func(context.Context, grpc.ClientConnInterface, []grpc.CallOption) (grpc.ServerStreamingClient[T], error)) (grpc.ServerStreamingClient[T], error) {
 	var (
 		st    grpc.ServerStreamingClient[T]
 		first *T
 	)
-	err := c.invoke(ctx, retryAlways, opts, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) error {
+	err := c.invoke(ctx, retryAlways, opts, func(ctx context.Context, cc grpc.ClientConnInterface, o []grpc.CallOption) error {
 		s, err := open(ctx, cc, o)
 		if err != nil {
 			return err

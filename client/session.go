@@ -94,9 +94,9 @@ func (c *Client) NewSession(ctx context.Context, namespace, processID string, tt
 		loopDone: make(chan struct{}), sems: map[string]*Semaphore{}}
 	var sent time.Time
 	var resp *pb.CreateSemaphoreLeaseResponse
-	err := c.invoke(ctx, retryIfNotSent, nil, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) error {
+	err := c.invoke(ctx, retryIfNotSent, nil, func(ctx context.Context, cc grpc.ClientConnInterface, o []grpc.CallOption) error {
 		sent = time.Now()
-		r, err := pb.NewGrackleServiceClient(c.via(cc)).CreateSemaphoreLease(ctx, &pb.CreateSemaphoreLeaseRequest{
+		r, err := pb.NewGrackleServiceClient(cc).CreateSemaphoreLease(ctx, &pb.CreateSemaphoreLeaseRequest{
 			NamespaceName: namespace, ProcessId: processID, TtlSeconds: secs}, o...)
 		resp = r
 		return err
@@ -129,9 +129,9 @@ func (c *Client) resumeSession(ctx context.Context, namespace, leaseID string, t
 	// Refresh at once: the client's conservative clock needs the send time
 	// of a successful refresh.
 	var sent time.Time
-	err = c.invoke(ctx, retryAlways, nil, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) error {
+	err = c.invoke(ctx, retryAlways, nil, func(ctx context.Context, cc grpc.ClientConnInterface, o []grpc.CallOption) error {
 		sent = time.Now()
-		_, err := pb.NewGrackleServiceClient(c.via(cc)).RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{
+		_, err := pb.NewGrackleServiceClient(cc).RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{
 			NamespaceName: namespace, LeaseId: leaseID, TtlSeconds: secs}, o...)
 		return err
 	})
@@ -266,9 +266,9 @@ func (s *Session) run() {
 		}
 		ctx, cancel := context.WithDeadline(s.loopCtx, exp)
 		var sent time.Time
-		err := s.c.invoke(ctx, retryAlways, nil, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) error {
+		err := s.c.invoke(ctx, retryAlways, nil, func(ctx context.Context, cc grpc.ClientConnInterface, o []grpc.CallOption) error {
 			sent = time.Now()
-			_, err := pb.NewGrackleServiceClient(s.c.via(cc)).RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{
+			_, err := pb.NewGrackleServiceClient(cc).RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{
 				NamespaceName: s.ns, LeaseId: s.leaseID, TtlSeconds: int64(s.ttl / time.Second)}, o...)
 			return err
 		})

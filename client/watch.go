@@ -24,7 +24,7 @@ func (c *Client) ListSemaphoreWaiters(ctx context.Context, in *pb.ListSemaphoreW
 // it returns starts with that message. A stream that ends later is not
 // reopened: Watch does that.
 func (c *Client) WatchSemaphore(ctx context.Context, in *pb.WatchSemaphoreRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pb.WatchSemaphoreResponse], error) {
-	return openPrimed(c, ctx, opts, func(ctx context.Context, cc *grpc.ClientConn, o []grpc.CallOption) (grpc.ServerStreamingClient[pb.WatchSemaphoreResponse], error) {
+	return openPrimed(c, ctx, opts, func(ctx context.Context, cc grpc.ClientConnInterface, o []grpc.CallOption) (grpc.ServerStreamingClient[pb.WatchSemaphoreResponse], error) {
 		return pb.NewGrackleServiceClient(cc).WatchSemaphore(ctx, in, o...)
 	})
 }

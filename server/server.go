@@ -253,19 +253,25 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		serveLis = split.TLS()
 	}
 	gs := grpc.NewServer(opts...)
-	gapi := grackleAPI{Service: api, watch: ws}
-	pb.RegisterGrackleServiceServer(gs, gapi)
 	adm := admin.New(admin.Config{NodeID: cfg.NodeID, InitialGRPC: initialGRPC, Skew: api.Leader().Skew, ProbeTimeout: cfg.MemberProbeTimeout,
 		Peers: peerConns}, api, node.Raft, f, node.Snapshots, log.Named("admin"))
-	pb.RegisterClusterServiceServer(gs, adm)
-	pb.RegisterACLServiceServer(gs, api)
-	// Unary calls may also come over a multiplexed stream (internal/mux):
-	// the same handlers behind the same interceptors, in the same order.
+	// The API's unary calls may also come over a multiplexed stream
+	// (internal/mux): the same handlers behind the same interceptors, in
+	// the same order. One list registers each service with both, so that
+	// none is served one way and not the other.
 	muxer := mux.NewServer(mux.ServerConfig{Interceptor: mux.Chain(unary...), Decode: reqcodec.Check, NodeID: cfg.NodeID,
 		IdleTimeout: cfg.IdleTimeout})
-	muxer.Register(&pb.GrackleService_ServiceDesc, gapi)
-	muxer.Register(&pb.ClusterService_ServiceDesc, adm)
-	muxer.Register(&pb.ACLService_ServiceDesc, api)
+	for _, svc := range []struct {
+		desc *grpc.ServiceDesc
+		impl any
+	}{
+		{&pb.GrackleService_ServiceDesc, grackleAPI{Service: api, watch: ws}},
+		{&pb.ClusterService_ServiceDesc, adm},
+		{&pb.ACLService_ServiceDesc, api},
+	} {
+		gs.RegisterService(svc.desc, svc.impl)
+		muxer.Register(svc.desc, svc.impl)
+	}
 	pb.RegisterMuxServiceServer(gs, muxer)
 	s.mux = muxer
 	peerpb.RegisterPeerServiceServer(gs, api) // follower reads ask the leader for a read index

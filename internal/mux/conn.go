@@ -2,7 +2,6 @@ package mux
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,7 +44,7 @@ type Conn struct {
 	retryAt   time.Time // no new stream before this
 	closed    bool
 	now       func() time.Time
-	viaStream atomic.Uint64 // calls answered on a stream (for tests and metrics)
+	viaStream atomic.Uint64 // calls answered on a stream (StreamCalls, for tests)
 }
 
 // NewConn wraps cc. Close the Conn before cc.
@@ -106,9 +105,7 @@ func (c *Conn) Invoke(ctx context.Context, method string, args, reply any, opts 
 		return c.cc.Invoke(ctx, method, args, reply, opts...)
 	}
 	res, err, ok := cs.call(ctx, method, req)
-	if !ok || (err != nil && errors.Is(err, errStreamNotRun)) || (err == nil && res.NotRun) {
-		// Not sent, or the server ended the stream without running it
-		// (idle or shutting down): the unary call is safe, and decides.
+	if !ok {
 		return c.cc.Invoke(ctx, method, args, reply, opts...)
 	}
 	if err != nil {
@@ -184,9 +181,10 @@ func (c *Conn) lost(s *clientStream) {
 }
 
 type pendingCall struct {
-	done chan struct{}
-	res  *pb.MuxResult
-	err  error
+	done   chan struct{}
+	res    *pb.MuxResult
+	err    error
+	notRun bool // the stream ended NOT_SENT without an answer: the call was not run
 }
 
 // abandoned stands for a call whose caller gave up (its context ended):
@@ -208,7 +206,8 @@ type clientStream struct {
 }
 
 // call sends one call and waits for its result. ok false: the call was not
-// sent and should go as a unary call.
+// run on the server (never sent, answered not_run, or left unanswered by a
+// stream the server ended NOT_SENT), so the unary call is safe and decides.
 func (s *clientStream) call(ctx context.Context, method string, req proto.Message) (*pb.MuxResult, error, bool) {
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err(), true
@@ -247,6 +246,9 @@ func (s *clientStream) call(ctx context.Context, method string, req proto.Messag
 	}
 	select {
 	case <-p.done:
+		if p.notRun || (p.res != nil && p.res.NotRun) {
+			return nil, nil, false
+		}
 		return p.res, p.err, true
 	case <-ctx.Done():
 		s.mu.Lock()
@@ -292,16 +294,15 @@ func (s *clientStream) receive() {
 }
 
 // end fails every call in flight. A stream the server ended with a
-// NOT_SENT status (it was shutting down) answered every call it ran, so
-// the rest were not run and may be retried anywhere; otherwise a call in
+// NOT_SENT status (shutting down, or idle) answered every call it ran, so
+// the rest were not run and go as unary calls; otherwise a call in
 // flight may or may not have run, as with a unary call whose connection
 // broke, and its error has no reason.
 func (s *clientStream) end(err error) {
 	s.conn.lost(s)
 	s.cancel()
-	if apierr.ProvesNotSent(err) {
-		err = notRunError{err}
-	} else {
+	notRun := apierr.ProvesNotSent(err)
+	if !notRun {
 		err = status.Errorf(codes.Unavailable, "the multiplexed stream ended with the call in flight (it may or may not have run): %v", err)
 	}
 	s.mu.Lock()
@@ -311,17 +312,8 @@ func (s *clientStream) end(err error) {
 	s.mu.Unlock()
 	for _, p := range pending {
 		if p != abandoned {
-			p.err = err
+			p.err, p.notRun = err, notRun
 			close(p.done)
 		}
 	}
 }
-
-// errStreamNotRun marks the error of a call the server never ran because
-// it ended the stream (NOT_SENT): Invoke sends such a call as a unary call.
-var errStreamNotRun = errors.New("the server ended the multiplexed stream without running the call")
-
-type notRunError struct{ error }
-
-func (e notRunError) Is(target error) bool { return target == errStreamNotRun }
-func (e notRunError) Unwrap() error        { return e.error }

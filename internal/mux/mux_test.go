@@ -3,6 +3,7 @@ package mux_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -279,10 +281,57 @@ func TestIdleStreamEnds(t *testing.T) {
 	m := mux.NewConn(cc)
 	defer m.Close()
 	untilStream(t, m, func() error { _, err := list(ctx, m, "warm"); return err })
-	time.Sleep(400 * time.Millisecond) // past the idle timeout: the stream has ended (or is ending)
+	// The server ends the stream once it has been idle for 200 ms.
+	deadline := time.Now().Add(15 * time.Second)
+	for m.HasStream() {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle stream did not end within 15s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	for i := range 10 {
 		if _, err := list(ctx, m, "x"); err != nil {
 			t.Fatalf("call %d after the stream went idle: %v", i, err)
 		}
+	}
+}
+
+// A method the server serves but does not run on the stream is answered
+// Unimplemented with not_run, and the client sends it as a unary call.
+func TestMethodNotOnTheStreamGoesUnary(t *testing.T) {
+	f := newFake()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	pb.RegisterGrackleServiceServer(gs, f)
+	ms := mux.NewServer(mux.ServerConfig{NodeID: "fake"}) // registers nothing
+	pb.RegisterMuxServiceServer(gs, ms)
+	go func() { _ = gs.Serve(lis) }()
+	defer func() { gs.Stop(); ms.Close() }()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	m := mux.NewConn(cc)
+	defer m.Close()
+	deadline := time.Now().Add(15 * time.Second)
+	for !m.HasStream() {
+		if _, err := list(context.Background(), m, "warm"); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no stream within 15s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r, err := list(context.Background(), m, "x")
+	if err != nil || r.Namespaces[0].Name != "x" {
+		t.Fatalf("a call the stream does not run: %v %v, want its unary answer", r, err)
+	}
+	if m.StreamCalls() != 0 {
+		t.Fatalf("%d calls counted as answered on the stream", m.StreamCalls())
 	}
 }

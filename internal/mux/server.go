@@ -61,9 +61,8 @@ type Server struct {
 	cfg     ServerConfig
 	methods map[string]method
 
-	mu       sync.Mutex
-	draining bool
-	drain    chan struct{} // closed by Drain
+	drainOnce sync.Once
+	drain     chan struct{} // closed by Drain
 
 	jobsMu sync.RWMutex
 	jobs   chan job // to the idle workers; nil once closed
@@ -127,14 +126,7 @@ func (s *Server) Register(sd *grpc.ServiceDesc, impl any) {
 // Unavailable with reason NOT_SENT, and each stream then ends with that
 // status, so that its client retries them elsewhere. Call it before the
 // gRPC server's GracefulStop, which would otherwise wait for the streams.
-func (s *Server) Drain() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.draining {
-		s.draining = true
-		close(s.drain)
-	}
-}
+func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.drain) }) }
 
 func (s *Server) notTaken() error {
 	return apierr.New(codes.Unavailable, apierr.NotSent, s.cfg.NodeID, apierr.Leader{},
@@ -167,10 +159,7 @@ func (s *Server) Calls(ss pb.MuxService_CallsServer) error {
 	drained, idled := false, false
 	for !drained && !idled && err == nil {
 		select {
-		case err = <-recvDone:
-			if err == nil {
-				err = errClientDone
-			}
+		case err = <-recvDone: // never nil
 		case <-s.drain:
 			drained = true
 		case <-idle:
@@ -221,16 +210,17 @@ func (st *serverStream) idleFor(d time.Duration) bool {
 	if len(st.calls) > 0 || time.Since(st.last) < d {
 		return false
 	}
-	if !st.stopping {
-		st.stopping = true
-		close(st.stopped)
-	}
+	st.stopLocked()
 	return true
 }
 
 func (st *serverStream) stop() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.stopLocked()
+}
+
+func (st *serverStream) stopLocked() {
 	if !st.stopping {
 		st.stopping = true
 		close(st.stopped)
@@ -264,47 +254,51 @@ func (st *serverStream) take(c *pb.MuxCall) {
 	}
 	m, ok := st.s.methods[c.Method]
 	if !ok {
-		st.send(&pb.MuxResult{Id: c.Id, Status: statusBytes(status.Errorf(codes.Unimplemented,
-			"method: %q is not a unary method this server runs on the multiplexed stream", c.Method))})
+		// Not run, so a client may send it as a unary call instead (a
+		// service this node serves but does not register here).
+		st.refuse(c.Id, true, status.Errorf(codes.Unimplemented,
+			"method: %q is not a unary method this server runs on the multiplexed stream", c.Method))
 		return
 	}
 	if c.TimeoutMicros < 0 {
-		st.send(&pb.MuxResult{Id: c.Id, Status: statusBytes(status.Errorf(codes.InvalidArgument,
-			"timeout_micros: %d is negative; it must be 0 (no deadline) or more", c.TimeoutMicros))})
+		st.refuse(c.Id, false, status.Errorf(codes.InvalidArgument,
+			"timeout_micros: %d is negative; it must be 0 (no deadline) or more", c.TimeoutMicros))
 		return
-	}
-	ctx, cancel := st.ctx, context.CancelFunc(nil)
-	if c.TimeoutMicros > 0 {
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(c.TimeoutMicros)*time.Microsecond)
-	} else {
-		ctx, cancel = context.WithCancel(ctx)
 	}
 	st.mu.Lock()
-	if st.stopping {
+	var refusal error
+	notRun := false
+	switch _, dup := st.calls[c.Id]; {
+	case st.stopping:
+		refusal, notRun = st.s.notTaken(), true
+	case len(st.calls) >= MaxInFlight:
+		refusal = status.Errorf(codes.ResourceExhausted, "calls in flight on this stream: %d is the most; the call was not run", MaxInFlight)
+	case dup:
+		refusal = status.Errorf(codes.InvalidArgument, "id: %d is already in flight on this stream; ids must be unique among calls in flight", c.Id)
+	}
+	if refusal != nil {
 		st.mu.Unlock()
-		cancel()
-		st.send(&pb.MuxResult{Id: c.Id, Status: statusBytes(st.s.notTaken()), NotRun: true})
+		st.refuse(c.Id, notRun, refusal)
 		return
 	}
-	if len(st.calls) >= MaxInFlight {
-		st.mu.Unlock()
-		cancel()
-		st.send(&pb.MuxResult{Id: c.Id, Status: statusBytes(status.Errorf(codes.ResourceExhausted,
-			"calls in flight on this stream: %d is the most; the call was not run", MaxInFlight))})
-		return
-	}
-	if _, dup := st.calls[c.Id]; dup {
-		st.mu.Unlock()
-		cancel()
-		st.send(&pb.MuxResult{Id: c.Id, Status: statusBytes(status.Errorf(codes.InvalidArgument,
-			"id: %d is already in flight on this stream; ids must be unique among calls in flight", c.Id))})
-		return
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if c.TimeoutMicros > 0 {
+		ctx, cancel = context.WithTimeout(st.ctx, time.Duration(c.TimeoutMicros)*time.Microsecond)
+	} else {
+		ctx, cancel = context.WithCancel(st.ctx)
 	}
 	st.calls[c.Id] = cancel
 	st.last = time.Now()
 	st.running.Add(1)
 	st.mu.Unlock()
 	st.s.dispatch(job{st: st, ctx: ctx, cancel: cancel, c: c, m: m})
+}
+
+// refuse answers call id with err without running it; notRun tells the
+// client it may send the call again (as a unary call, or elsewhere).
+func (st *serverStream) refuse(id uint64, notRun bool, err error) {
+	st.send(&pb.MuxResult{Id: id, Status: statusBytes(err), NotRun: notRun})
 }
 
 // dispatch hands j to an idle worker, or to a new goroutine.

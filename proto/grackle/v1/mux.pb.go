@@ -127,8 +127,9 @@ type MuxResult struct {
 	Header  []*MuxMetadata `protobuf:"bytes,4,rep,name=header,proto3" json:"header,omitempty"`
 	Trailer []*MuxMetadata `protobuf:"bytes,5,rep,name=trailer,proto3" json:"trailer,omitempty"`
 	// The server did not run the call: it took no more calls on this stream
-	// (shutting down, or the stream closing for idleness). status then says
-	// so (Unavailable, reason NOT_SENT); the call may be sent again anywhere.
+	// (shutting down, or the stream closing for idleness: status Unavailable,
+	// reason NOT_SENT), or it does not run this method on the stream
+	// (Unimplemented). The call may be sent again, as a unary call or elsewhere.
 	NotRun        bool `protobuf:"varint,6,opt,name=not_run,json=notRun,proto3" json:"not_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
