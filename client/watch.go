@@ -167,7 +167,12 @@ func deliverLatest(ctx context.Context, in <-chan WatchUpdate, out chan<- WatchU
 		case send <- next:
 			pending = nil
 		case <-ctx.Done():
-			for range in {
+			// Drain what watchLoop still sends until it closes in; once in
+			// is closed (nil here) there is nothing to drain, and ranging
+			// over a nil channel would block for ever.
+			if in != nil {
+				for range in {
+				}
 			}
 			return
 		}
