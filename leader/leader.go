@@ -43,6 +43,8 @@ type Config struct {
 	// (0: DefaultMaxQueued); beyond, writes answer ResourceExhausted
 	// (apierr.Overloaded).
 	MaxQueuedProposals int
+	// PackHold and PackHoldIdle: ProposerConfig.Hold and HoldIdle.
+	PackHold, PackHoldIdle time.Duration
 
 	// Contacts is this node's record of each peer's last answered
 	// AppendEntries (raftnode.Contacts): which voters are reachable, and

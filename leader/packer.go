@@ -55,6 +55,18 @@ type packerConfig struct {
 	// commands (grants to waiters, lease expiry, term setup) are always
 	// queued: they are few, and refusing them would stall waiters.
 	MaxQueued int
+	// GatherDelay (default DefaultPackHold; negative: off) and GatherIdle
+	// (default DefaultPackHoldIdle) shape the entry after one
+	// resolves. Its callers were just woken, and under a closed-loop load
+	// most of them send their next command at once; without a hold those
+	// commands miss the entry that goes out right away and wait a whole
+	// commit for the one after. So when an entry resolves, ordinary
+	// commands are held while fewer are queued than were queued then plus
+	// the commands the entry carried (the callers expected back), for at
+	// most GatherDelay, and only while arrivals keep coming (no gap of
+	// GatherIdle). A command that hands permits over ends the hold.
+	GatherDelay time.Duration
+	GatherIdle  time.Duration
 }
 
 // DefaultLazyDelay is the default packerConfig.LazyDelay: one to two
@@ -82,6 +94,13 @@ type packer struct {
 	inFlight int // entries proposed and not yet resolved
 	stopped  bool
 	wake     chan struct{} // capacity 1: something was queued, or an entry resolved
+
+	// The hold after an entry resolved (see GatherDelay): while
+	// gatherUntil is set, take waits for gatherTarget queued commands,
+	// until gatherUntil, or a gap of GatherIdle after lastArrival.
+	gatherUntil  time.Time
+	gatherTarget int
+	lastArrival  time.Time
 
 	inflight chan inflight // the entries in flight, in log order
 	stop     chan struct{}
@@ -147,6 +166,12 @@ func newPacker(r applier, cfg packerConfig) *packer {
 	if cfg.LazyDelay == 0 {
 		cfg.LazyDelay = DefaultLazyDelay
 	}
+	if cfg.GatherDelay == 0 {
+		cfg.GatherDelay = DefaultPackHold
+	}
+	if cfg.GatherIdle <= 0 {
+		cfg.GatherIdle = DefaultPackHoldIdle
+	}
 	p := &packer{r: r, cfg: cfg, wake: make(chan struct{}, 1),
 		inflight: make(chan inflight, cfg.MaxInFlight), stop: make(chan struct{})}
 	p.wg.Add(2)
@@ -205,6 +230,9 @@ func (p *packer) submit(ctx context.Context, pr *proposal, bounded bool) (*fsm.R
 	p.queue = append(p.queue, pr)
 	if urgent {
 		p.urgent++
+	}
+	if !p.gatherUntil.IsZero() {
+		p.lastArrival = time.Now()
 	}
 	p.mu.Unlock()
 	p.signal()
@@ -314,6 +342,9 @@ func (p *packer) take(now time.Time) (batch []*proposal, until time.Time) {
 	if first := p.queue[0].lazyUntil; !first.IsZero() && now.Before(first) && p.onlyLazyLocked() {
 		return nil, first
 	}
+	if until := p.gatherLocked(now); !until.IsZero() {
+		return nil, until
+	}
 	n, size := 0, 0
 	for n < len(p.queue) && n < p.cfg.MaxCommands && (n == 0 || size+len(p.queue[n].data) <= p.cfg.MaxBytes) {
 		size += len(p.queue[n].data)
@@ -329,6 +360,24 @@ func (p *packer) take(now time.Time) (batch []*proposal, until time.Time) {
 		p.queue = nil // let the backing array go
 	}
 	return batch, time.Time{}
+}
+
+// gatherLocked says until when take holds the queue after an entry
+// resolved (zero: no hold; see GatherDelay), and ends the hold once it is
+// over.
+func (p *packer) gatherLocked(now time.Time) time.Time {
+	if p.gatherUntil.IsZero() {
+		return time.Time{}
+	}
+	idleEnd := p.lastArrival.Add(p.cfg.GatherIdle)
+	if p.urgent > 0 || p.inFlight > 0 || len(p.queue) >= p.gatherTarget || !now.Before(p.gatherUntil) || !now.Before(idleEnd) {
+		p.gatherUntil = time.Time{}
+		return time.Time{}
+	}
+	if idleEnd.Before(p.gatherUntil) {
+		return idleEnd
+	}
+	return p.gatherUntil
 }
 
 // onlyLazyLocked: every queued command is lazy. The queue is short when
@@ -376,6 +425,12 @@ func (p *packer) completions() {
 		outs := outcomes(e.f, len(e.batch))
 		p.mu.Lock()
 		p.inFlight--
+		if p.cfg.GatherDelay > 0 && p.inFlight == 0 && len(e.batch) > 0 {
+			now := time.Now()
+			p.gatherUntil = now.Add(p.cfg.GatherDelay)
+			p.gatherTarget = min(len(p.queue)+len(e.batch), p.cfg.MaxCommands)
+			p.lastArrival = now
+		}
 		p.mu.Unlock()
 		p.signal()
 		for i, pr := range e.batch {

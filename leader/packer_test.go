@@ -24,6 +24,7 @@ type fakeRaft struct {
 	mu      sync.Mutex
 	index   uint64
 	pending []*fakeFuture
+	all     []*fakeFuture // every Apply, for failUnresolved
 	entries chan *fakeFuture // every Apply, in order
 }
 
@@ -50,8 +51,24 @@ func (r *fakeRaft) Apply(data []byte, _ time.Duration) raft.ApplyFuture {
 	defer r.mu.Unlock()
 	r.index++
 	f := &fakeFuture{data: data, index: r.index, done: make(chan struct{})}
+	r.all = append(r.all, f)
 	r.entries <- f
 	return f
+}
+
+// failUnresolved fails every entry not yet committed or failed, so that a
+// test that stopped early (t.Fatal) does not leave the packer's shutdown
+// waiting for them.
+func (r *fakeRaft) failUnresolved() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.all {
+		select {
+		case <-f.done:
+		default:
+			f.fail(raft.ErrNotLeader)
+		}
+	}
 }
 
 func (r *fakeRaft) next(t *testing.T) *fakeFuture {
@@ -529,4 +546,143 @@ func TestPackerLazyCommandGoesAloneAfterItsDelay(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// holdCase starts a packer with the hold on and only a target to end it
+// (no time bound), proposes "first" alone, queues "queued" behind it, and
+// commits the first entry. It returns once the hold is active with
+// "queued" still waiting, and the first caller has its result.
+func holdCase(t *testing.T, cfg packerConfig) (*fakeRaft, *packer, chan got) {
+	t.Helper()
+	r := newFakeRaft(t)
+	p := newPacker(r, cfg)
+	t.Cleanup(p.shutdown)
+	t.Cleanup(r.failUnresolved) // runs first
+	out := make(chan got, 8)
+	propose := func(name string, urgent bool) {
+		go func() {
+			res, err := p.propose(context.Background(), createNS(t, name), urgent, true, nil)
+			out <- got{name, res, err}
+		}()
+	}
+	propose("first", false)
+	first := r.next(t)
+	propose("queued", false)
+	waitQueued(t, p, 1)
+	first.commit(r)
+	if g := <-out; g.name != "first" || g.err != nil {
+		t.Fatalf("first: %+v", g)
+	}
+	return r, p, out
+}
+
+// entryNames lists the namespaces an entry creates, in order.
+func entryNames(t *testing.T, f *fakeFuture) []string {
+	t.Helper()
+	cmd, err := fsm.Decode(f.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmd.GetBatch() == nil {
+		return []string{cmd.GetCreateNamespace().GetName()}
+	}
+	var names []string
+	for _, b := range cmd.GetBatch().GetCommands() {
+		c, err := fsm.Decode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, c.GetCreateNamespace().GetName())
+	}
+	return names
+}
+
+func proposeAsync(t *testing.T, p *packer, out chan got, name string, urgent bool) {
+	go func() {
+		res, err := p.propose(context.Background(), createNS(t, name), urgent, true, nil)
+		out <- got{name, res, err}
+	}()
+}
+
+// When an entry commits, what was queued meanwhile waits for that entry's
+// caller to send its next command, and both go out in one entry: without
+// the hold "queued" would go alone at once and "next" would wait a whole
+// commit behind it.
+func TestPackerHoldWaitsForTheCallersOfTheEntry(t *testing.T) {
+	r, p, out := holdCase(t, packerConfig{GatherDelay: time.Hour, GatherIdle: time.Hour})
+	proposeAsync(t, p, out, "next", false)
+	f := r.next(t)
+	if got := entryNames(t, f); fmt.Sprint(got) != "[queued next]" {
+		t.Fatalf("the entry after the hold holds %v, want [queued next]", got)
+	}
+	f.commit(r)
+	for range 2 {
+		if g := <-out; g.err != nil || g.res == nil || g.res.Err != nil {
+			t.Fatalf("%s: %+v", g.name, g)
+		}
+	}
+}
+
+// A command that hands permits over ends the hold at once, and takes what
+// was queued before it along.
+func TestPackerHoldEndsForAHandOver(t *testing.T) {
+	r, p, out := holdCase(t, packerConfig{GatherDelay: time.Hour, GatherIdle: time.Hour})
+	proposeAsync(t, p, out, "urgent", true)
+	f := r.next(t)
+	if got := entryNames(t, f); fmt.Sprint(got) != "[queued urgent]" {
+		t.Fatalf("entry %v, want [queued urgent]", got)
+	}
+	f.commit(r)
+}
+
+// When no caller comes back, the hold ends after GatherIdle without an
+// arrival, and after GatherDelay in any case.
+func TestPackerHoldEndsWhenNoOneComes(t *testing.T) {
+	for _, cfg := range []packerConfig{
+		{GatherDelay: time.Hour, GatherIdle: 5 * time.Millisecond},
+		{GatherDelay: 5 * time.Millisecond, GatherIdle: time.Hour},
+	} {
+		r, _, out := holdCase(t, cfg)
+		f := r.next(t)
+		if got := entryNames(t, f); fmt.Sprint(got) != "[queued]" {
+			t.Fatalf("%+v: entry %v, want [queued]", cfg, got)
+		}
+		f.commit(r)
+		if g := <-out; g.err != nil {
+			t.Fatalf("%+v: %+v", cfg, g)
+		}
+	}
+}
+
+// A lone caller is never held: with nothing queued when its entry commits,
+// its next command is all the hold waits for, so it goes out at once.
+func TestPackerHoldNeverDelaysALoneCaller(t *testing.T) {
+	r := newFakeRaft(t)
+	p := newPacker(r, packerConfig{GatherDelay: time.Hour, GatherIdle: time.Hour})
+	t.Cleanup(p.shutdown)
+	t.Cleanup(r.failUnresolved)
+	out := make(chan got, 1)
+	for _, name := range []string{"a", "b", "c"} {
+		proposeAsync(t, p, out, name, false)
+		f := r.next(t) // fails after 10 s if held
+		if got := entryNames(t, f); fmt.Sprint(got) != "["+name+"]" {
+			t.Fatalf("entry %v, want [%s]", got, name)
+		}
+		f.commit(r)
+		if g := <-out; g.err != nil {
+			t.Fatalf("%+v", g)
+		}
+	}
+}
+
+// Off (negative), nothing is held: the queued command goes out alone as
+// soon as the entry before it commits.
+func TestPackerHoldOff(t *testing.T) {
+	r, _, out := holdCase(t, packerConfig{GatherDelay: -1})
+	f := r.next(t)
+	if got := entryNames(t, f); fmt.Sprint(got) != "[queued]" {
+		t.Fatalf("entry %v, want [queued]", got)
+	}
+	f.commit(r)
+	<-out
 }

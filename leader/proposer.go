@@ -26,9 +26,35 @@ type Proposer struct {
 // NewProposer returns a proposer applying on r, stamping with c, with at
 // most maxQueued client commands waiting (0: DefaultMaxQueued). Each term
 // has its own; Close it when the term ends.
-func NewProposer(r *raft.Raft, c *Clock, applyTimeout time.Duration, maxQueued int) *Proposer {
-	return &Proposer{packer: newPacker(r, packerConfig{ApplyTimeout: applyTimeout, MaxQueued: maxQueued}), clock: c}
+func NewProposer(r *raft.Raft, c *Clock, cfg ProposerConfig) *Proposer {
+	return &Proposer{packer: newPacker(r, packerConfig{ApplyTimeout: cfg.ApplyTimeout, MaxQueued: cfg.MaxQueued,
+		GatherDelay: cfg.Hold, GatherIdle: cfg.HoldIdle}), clock: c}
 }
+
+// ProposerConfig tunes a Proposer; zero values take the defaults.
+type ProposerConfig struct {
+	// ApplyTimeout bounds the wait for Raft to accept an entry (10 s).
+	ApplyTimeout time.Duration
+	// MaxQueued bounds the client commands waiting for an entry
+	// (DefaultMaxQueued).
+	MaxQueued int
+	// Hold (DefaultPackHold; negative: off) and HoldIdle
+	// (DefaultPackHoldIdle) bound how long the commands queued when an
+	// entry resolves wait for that entry's callers to send their next ones
+	// (see packerConfig.GatherDelay).
+	Hold, HoldIdle time.Duration
+}
+
+// DefaultPackHold and DefaultPackHoldIdle: a few unloaded commits; and
+// enough for the woken callers of an entry to send their next commands on
+// a loaded 2-core machine, where they come back 0.2-0.4 ms after the entry
+// commits and then tens of microseconds apart (0.6 ms merged fewer of them
+// in `grackle bench pairs`: 0.037-0.038 entries per pair against 0.033
+// with 1 ms), so that the hold ends soon when callers do not come back.
+const (
+	DefaultPackHold     = 4 * time.Millisecond
+	DefaultPackHoldIdle = time.Millisecond
+)
 
 type ownKey struct{}
 

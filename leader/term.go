@@ -35,7 +35,8 @@ func newTerm(l *Leader) *Term {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Term{l: l, began: time.Now(), ctx: ctx, cancel: cancel, ready: make(chan struct{}), kick: make(chan struct{}, 1)}
 	// The term's own proposer: its packing goroutine is joined at the end.
-	t.proposer = NewProposer(l.raft, l.clock, l.cfg.ApplyTimeout, l.cfg.MaxQueuedProposals)
+	t.proposer = NewProposer(l.raft, l.clock, ProposerConfig{ApplyTimeout: l.cfg.ApplyTimeout,
+		MaxQueued: l.cfg.MaxQueuedProposals, Hold: l.cfg.PackHold, HoldIdle: l.cfg.PackHoldIdle})
 	t.q = newQueues(l.cfg.MaxWaiters, l.fsm, l.cfg.Observer)
 	t.q.proposeGrants = t.proposeGrants
 	return t

@@ -55,6 +55,9 @@ type Config struct {
 	// MaxQueuedProposals bounds the writes waiting on the leader to be
 	// proposed (0: leader.DefaultMaxQueued).
 	MaxQueuedProposals int
+	// PackHold and PackHoldIdle: how long the leader holds writes for the
+	// callers of the entry that just committed (leader.ProposerConfig).
+	PackHold, PackHoldIdle time.Duration
 	// Clock is the leader clock's source (nil: the system clocks).
 	Clock leader.Source
 	// Observer receives the leader's waiter and expiry events (nil: none).
@@ -106,7 +109,7 @@ func New(cfg Config, r *raft.Raft, f *fsm.FSM, log hclog.Logger) *Service {
 	s.lead = leader.New(leader.Config{
 		NodeID: cfg.NodeID, GRPCAddress: cfg.GRPCAddress, InitialGRPC: cfg.InitialGRPC, Limits: cfg.Limits,
 		LeaseGrace: cfg.LeaseGrace, ApplyTimeout: cfg.ApplyTimeout, ExpireBatch: cfg.ExpireBatch, MaxWaiters: cfg.MaxWaiters,
-		MaxQueuedProposals: cfg.MaxQueuedProposals, Clock: cfg.Clock, Observer: cfg.Observer, Log: log.Named("leader"),
+		MaxQueuedProposals: cfg.MaxQueuedProposals, PackHold: cfg.PackHold, PackHoldIdle: cfg.PackHoldIdle, Clock: cfg.Clock, Observer: cfg.Observer, Log: log.Named("leader"),
 		Contacts: cfg.Contacts, ReachableWithin: cfg.ReachableWithin, PromoteAfter: cfg.PromoteAfter,
 	}, r, f)
 	s.fwd = newForwarder(cfg.NodeID, s.leaderInfo, cfg.Peers)

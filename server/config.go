@@ -44,6 +44,12 @@ type Config struct {
 	// proposed (default 10,000): beyond, a write answers ResourceExhausted
 	// (reason OVERLOADED) at once instead of growing the queue.
 	MaxQueuedProposals int
+	// PackHold (default 4 ms; negative: off) and PackHoldIdle (default
+	// 1 ms): when an entry commits, the writes queued meanwhile wait for
+	// its callers' next writes to share the next entry, at most PackHold,
+	// and no longer than PackHoldIdle after the last write arrived
+	// (docs/PERFORMANCE.md, "The hold").
+	PackHold, PackHoldIdle time.Duration
 	// MemberProbeTimeout bounds each member's probe in GetClusterStatus
 	// with probe_members (default 750 ms): a member slower than that is
 	// reported unreachable.
@@ -156,6 +162,8 @@ func DefaultConfig() Config {
 		ElectionTimeout:    500 * time.Millisecond,
 		LeaderLeaseTimeout: 250 * time.Millisecond,
 		CommitTimeout:      5 * time.Millisecond,
+		PackHold:           leader.DefaultPackHold,
+		PackHoldIdle:       leader.DefaultPackHoldIdle,
 		SnapshotThreshold:  16384,
 		SnapshotInterval:   30 * time.Second,
 		TrailingLogs:       10240,

@@ -88,6 +88,8 @@ func (c Config) fill() Config {
 	orDefault(&c.ElectionTimeout, d.ElectionTimeout)
 	orDefault(&c.LeaderLeaseTimeout, d.LeaderLeaseTimeout)
 	orDefault(&c.CommitTimeout, d.CommitTimeout)
+	orDefault(&c.PackHold, d.PackHold)
+	orDefault(&c.PackHoldIdle, d.PackHoldIdle)
 	orDefault(&c.SnapshotThreshold, d.SnapshotThreshold)
 	orDefault(&c.SnapshotInterval, d.SnapshotInterval)
 	orDefault(&c.TrailingLogs, d.TrailingLogs)
@@ -207,6 +209,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	api := rpc.New(rpc.Config{
 		NodeID: cfg.NodeID, GRPCAddress: grpcAdv, RaftAddress: string(node.Addr), InitialGRPC: initialGRPC,
 		Limits: cfg.Limits, MaxTimeoutSeconds: cfg.MaxTimeoutSeconds, MaxQueuedProposals: cfg.MaxQueuedProposals,
+		PackHold: cfg.PackHold, PackHoldIdle: cfg.PackHoldIdle,
 		LeaseGrace: cfg.ElectionTimeout * 2,
 		Clock:      cfg.Clock,
 		Peers:      peerConns,

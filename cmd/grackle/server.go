@@ -79,6 +79,8 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	durationVar(fs, &cfg.WatchStallTimeout, "watch-stall-timeout", cfg.WatchStallTimeout, "a WatchSemaphore stream that takes no message for this long is cut off (0: 10s)")
 	fs.IntVar(&cfg.MaxWatchers, "max-watchers", cfg.MaxWatchers, "most WatchSemaphore streams one node serves (0: 10,000)")
 	durationVar(fs, &cfg.MemberProbeTimeout, "member-probe-timeout", cfg.MemberProbeTimeout, "each member's probe in a cluster status with probe_members (grackle cluster status); a slower member shows as unreachable (0: 750ms)")
+	durationVar(fs, &cfg.PackHold, "pack-hold", cfg.PackHold, "when an entry commits, the writes queued meanwhile wait at most this long for its callers' next writes, to share one entry (0: 4ms; negative: off)")
+	durationVar(fs, &cfg.PackHoldIdle, "pack-hold-idle", cfg.PackHoldIdle, "that wait ends once no write has arrived for this long (0: 1ms)")
 	fs.IntVar(&cfg.MaxQueuedProposals, "max-queued-proposals", cfg.MaxQueuedProposals, "most writes waiting on the leader to be proposed; beyond, writes answer ResourceExhausted (OVERLOADED) (0: 10,000)")
 
 	durationVar(fs, &cfg.HeartbeatTimeout, "heartbeat-timeout", cfg.HeartbeatTimeout, "Raft heartbeat timeout")
@@ -135,6 +137,7 @@ func checkServerConfig(cfg server.Config) error {
 		{"election-timeout", int64(cfg.ElectionTimeout)},
 		{"leader-lease-timeout", int64(cfg.LeaderLeaseTimeout)},
 		{"commit-timeout", int64(cfg.CommitTimeout)},
+		{"pack-hold-idle", int64(cfg.PackHoldIdle)},
 		{"snapshot-interval", int64(cfg.SnapshotInterval)},
 		{"max-connections", int64(cfg.MaxConnections)},
 		{"handshake-timeout", int64(cfg.HandshakeTimeout)},

@@ -60,6 +60,8 @@ var allServerArgs = []string{
 	"--election-timeout", "2s",
 	"--leader-lease-timeout", "300ms",
 	"--commit-timeout", "7ms",
+	"--pack-hold", "3ms",
+	"--pack-hold-idle", "500us",
 	"--snapshot-threshold", "99",
 	"--snapshot-interval", "1m",
 	"--trailing-logs", "98",
@@ -114,6 +116,8 @@ func allServerConfig() server.Config {
 	want.ElectionTimeout = 2 * time.Second
 	want.LeaderLeaseTimeout = 300 * time.Millisecond
 	want.CommitTimeout = 7 * time.Millisecond
+	want.PackHold = 3 * time.Millisecond
+	want.PackHoldIdle = 500 * time.Microsecond
 	want.SnapshotThreshold = 99
 	want.SnapshotInterval = time.Minute
 	want.TrailingLogs = 98
