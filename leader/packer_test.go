@@ -24,7 +24,7 @@ type fakeRaft struct {
 	mu      sync.Mutex
 	index   uint64
 	pending []*fakeFuture
-	all     []*fakeFuture // every Apply, for failUnresolved
+	all     []*fakeFuture    // every Apply, for failUnresolved
 	entries chan *fakeFuture // every Apply, in order
 }
 
