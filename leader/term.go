@@ -95,6 +95,11 @@ func (t *Term) end() {
 // NotSent if ctx ended first.
 func (t *Term) Ready(ctx context.Context) error {
 	select {
+	case <-t.ready: // the usual case, without select's locks over three channels
+		return nil
+	default:
+	}
+	select {
 	case <-t.ready:
 		return nil
 	case <-t.ctx.Done():
