@@ -42,7 +42,9 @@ if [ "$ETCD" = 1 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null
   fi
   (cd bench/etcd && CGO_ENABLED=0 go build -o "$BASE/bin/etcdbench" .)
-  etcd --version | head -1 >"$OUT/versions.txt"
+  # sed, not head: head exits after one line, and etcd writing its next one
+  # would then end the script with SIGPIPE (pipefail).
+  etcd --version | sed -n 1p >"$OUT/versions.txt"
 fi
 go version >>"$OUT/versions.txt"
 { echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)"

@@ -41,7 +41,7 @@ for i in 1 2 3; do
   PIDS+=($!); spids+="${spids:+,}$!"
 done
 for _ in $(seq 120); do "$G" namespace list --endpoints "$eps" >/dev/null 2>&1 && break; sleep 0.5; done
-leader=$("$G" cluster status --endpoints "$eps" -o json | sed -n 's/.*"leader_address": *"\([^"]*\)".*/\1/p' | head -1)
+leader=$("$G" cluster status --endpoints "$eps" -o json | sed -n 's/.*"leader_address": *"\([^"]*\)".*/\1/p' | sed -n 1p)
 lport=${leader##*:}
 # role NAME PORT: "leader" for the leader's gRPC port, else "follower<i>".
 roles=() https=()
