@@ -44,7 +44,7 @@ func (s *Service) askReadIndex() (readIndex, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), readIndexTimeout)
 	defer cancel()
 	var out readIndex
-	err := s.fwd.forward(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) error {
+	err := s.fwd.askLeader(ctx, func(ctx context.Context, cc grpc.ClientConnInterface) error {
 		r, err := peerpb.NewPeerServiceClient(cc).ReadIndex(ctx, &peerpb.ReadIndexRequest{})
 		if err == nil {
 			out = readIndex{index: r.Index, now: r.Now}

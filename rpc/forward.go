@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grackle-coord/grackle/apierr"
+	"github.com/grackle-coord/grackle/internal/mux"
 	"github.com/grackle-coord/grackle/internal/peerconn"
 	"github.com/grackle-coord/grackle/leader"
 )
@@ -24,6 +25,10 @@ type forwarding interface {
 	// leader's connection never carried it), OutcomeUnknown (the hop broke
 	// after the request was written).
 	forward(ctx context.Context, call func(context.Context, grpc.ClientConnInterface) error) error
+	// askLeader is forward for a call of this node's own that carries no
+	// caller (a read index): without the caller's token or the forwarded
+	// mark, on the connection's multiplexed stream.
+	askLeader(ctx context.Context, call func(context.Context, grpc.ClientConnInterface) error) error
 	close()
 }
 
@@ -57,7 +62,19 @@ func newForwarder(self string, leaderInfo func() (string, string), peers *peerco
 const forwardAttempts = 2
 
 func (f *forwarder) forward(ctx context.Context, call func(context.Context, grpc.ClientConnInterface) error) error {
-	if peerconn.Forwarded(ctx) {
+	return f.hop(ctx, call, false)
+}
+
+func (f *forwarder) askLeader(ctx context.Context, call func(context.Context, grpc.ClientConnInterface) error) error {
+	return f.hop(ctx, call, true)
+}
+
+// hop runs call on the leader: for a caller (own false: its token and the
+// forwarded mark go along, and the leader's headers come back to it), or
+// for this node itself (own: nothing of an incoming call goes along, so
+// the call may ride the multiplexed stream).
+func (f *forwarder) hop(ctx context.Context, call func(context.Context, grpc.ClientConnInterface) error, own bool) error {
+	if !own && peerconn.Forwarded(ctx) {
 		// Never forward twice: the sender thought we lead; let it retry.
 		return &leader.Error{Code: codes.Unavailable, Reason: apierr.NotLeader, Msg: "not the leader"}
 	}
@@ -67,19 +84,34 @@ func (f *forwarder) forward(ctx context.Context, call func(context.Context, grpc
 	}
 	// The caller's token goes with the call: the leader decides (never an
 	// identity of this node's own).
-	out := peerconn.Forward(ctx)
+	out := ctx
+	if !own {
+		out = peerconn.Forward(ctx)
+	}
 	var err error
 	for attempt := 1; attempt <= forwardAttempts; attempt++ {
-		get := f.peers.Get
-		if attempt == forwardAttempts {
-			get = f.peers.Redial
+		var via grpc.ClientConnInterface
+		if own {
+			get := f.peers.GetMux
+			if attempt == forwardAttempts {
+				get = f.peers.RedialMux
+			}
+			var mc *mux.Conn
+			mc, err = get(id, addr)
+			via = mc
+		} else {
+			get := f.peers.Get
+			if attempt == forwardAttempts {
+				get = f.peers.Redial
+			}
+			var cc *grpc.ClientConn
+			cc, err = get(id, addr)
+			via = relaying{cc}
 		}
-		var cc *grpc.ClientConn
-		cc, err = get(id, addr)
 		if err != nil {
 			return unreachable(codes.Unavailable, id, addr, err)
 		}
-		err = call(out, relaying{cc})
+		err = call(out, via)
 		if err == nil {
 			return nil
 		}

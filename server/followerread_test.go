@@ -102,6 +102,11 @@ func TestFollowerReadSeesPrecedingWrite(t *testing.T) {
 	if served() == before {
 		t.Fatal("no read was served by a follower")
 	}
+	// The follower asked for read indexes on its connection's stream (a
+	// fraction of a unary call's CPU on both members), not as unary calls.
+	if c.Nodes[f].PeerStreamCalls() == 0 {
+		t.Fatal("no read-index request rode the follower's multiplexed stream to the leader")
+	}
 }
 
 // retry repeats call while it fails with a retryable status (Unavailable,

@@ -271,13 +271,15 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		{&pb.GrackleService_ServiceDesc, grackleAPI{Service: api, watch: ws}},
 		{&pb.ClusterService_ServiceDesc, adm},
 		{&pb.ACLService_ServiceDesc, api},
+		// Followers ask the leader for read indexes on their peer
+		// connections' streams.
+		{&peerpb.PeerService_ServiceDesc, api},
 	} {
 		gs.RegisterService(svc.desc, svc.impl)
 		muxer.Register(svc.desc, svc.impl)
 	}
 	pb.RegisterMuxServiceServer(gs, muxer)
 	s.mux = muxer
-	peerpb.RegisterPeerServiceServer(gs, api) // follower reads ask the leader for a read index
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
@@ -326,6 +328,11 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 }
 
 // GRPCAddr is the bound gRPC address.
+// PeerStreamCalls counts the calls this node made to its peers that rode
+// their connections' multiplexed streams (read-index requests of follower
+// reads): a diagnostic for tests.
+func (s *Server) PeerStreamCalls() uint64 { return s.peers.StreamCalls() }
+
 func (s *Server) GRPCAddr() string { return s.lis.Addr().String() }
 
 // HTTPAddr is the bound HTTP address ("" when HTTP is off).

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/grackle-coord/grackle/apierr"
+	"github.com/grackle-coord/grackle/internal/mux"
 )
 
 // RetireAfter is how long a replaced connection stays open for the calls
@@ -36,14 +37,21 @@ type Cache struct {
 
 	mu      sync.Mutex
 	closed  bool
-	conns   map[string]peer                  // by member id
-	retired map[*grpc.ClientConn]*time.Timer // replaced, closed later
+	conns   map[string]peer              // by member id
+	retired map[*grpc.ClientConn]retired // replaced, closed later
 	dials   int
 }
 
 type peer struct {
 	addr string
 	cc   *grpc.ClientConn
+	// mc sends unary calls on one multiplexed stream of cc (GetMux).
+	mc *mux.Conn
+}
+
+type retired struct {
+	t  *time.Timer
+	mc *mux.Conn
 }
 
 // New makes a cache whose connections are plaintext unless opts say
@@ -57,7 +65,7 @@ func New(opts ...grpc.DialOption) *Cache {
 		opts:        append(all, opts...),
 		retireAfter: RetireAfter,
 		conns:       map[string]peer{},
-		retired:     map[*grpc.ClientConn]*time.Timer{},
+		retired:     map[*grpc.ClientConn]retired{},
 	}
 }
 
@@ -65,49 +73,81 @@ func New(opts ...grpc.DialOption) *Cache {
 // kept connection to another address (the member moved, or its record
 // changed) is retired and replaced.
 func (c *Cache) Get(id, addr string) (*grpc.ClientConn, error) {
-	return c.get(id, addr, false)
+	p, err := c.get(id, addr, false)
+	return p.cc, err
+}
+
+// GetMux is Get for calls that carry no metadata of their own (no
+// caller's token, no forwarded mark): they go on the connection's
+// multiplexed stream (package mux), a fraction of a unary call's CPU on
+// both members, or as unary calls on it whenever the stream cannot carry
+// them. Closed with the connection.
+func (c *Cache) GetMux(id, addr string) (*mux.Conn, error) {
+	p, err := c.get(id, addr, false)
+	return p.mc, err
+}
+
+// RedialMux is Redial for GetMux's callers.
+func (c *Cache) RedialMux(id, addr string) (*mux.Conn, error) {
+	p, err := c.get(id, addr, true)
+	return p.mc, err
 }
 
 // Redial replaces member id's connection with a new one to addr, retiring
 // the old: a kept connection may sit in reconnect backoff after the peer
 // restarted, while a new one connects at once.
 func (c *Cache) Redial(id, addr string) (*grpc.ClientConn, error) {
-	return c.get(id, addr, true)
+	p, err := c.get(id, addr, true)
+	return p.cc, err
 }
 
-func (c *Cache) get(id, addr string, fresh bool) (*grpc.ClientConn, error) {
+func (c *Cache) get(id, addr string, fresh bool) (peer, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, ErrClosed
+		return peer{}, ErrClosed
 	}
 	if p, ok := c.conns[id]; ok {
 		if p.addr == addr && !fresh {
-			return p.cc, nil
+			return p, nil
 		}
 		delete(c.conns, id)
-		c.retire(p.cc)
+		c.retire(p)
 	}
 	cc, err := grpc.NewClient(addr, c.opts...)
 	if err != nil {
-		return nil, err
+		return peer{}, err
 	}
 	c.dials++
-	c.conns[id] = peer{addr: addr, cc: cc}
-	return cc, nil
+	p := peer{addr: addr, cc: cc, mc: mux.NewConn(cc)}
+	c.conns[id] = p
+	return p, nil
 }
 
-// retire closes cc after retireAfter; c.mu is held.
-func (c *Cache) retire(cc *grpc.ClientConn) {
-	c.retired[cc] = time.AfterFunc(c.retireAfter, func() {
+// retire closes p's connection after retireAfter; c.mu is held.
+func (c *Cache) retire(p peer) {
+	cc, mc := p.cc, p.mc
+	c.retired[cc] = retired{mc: mc, t: time.AfterFunc(c.retireAfter, func() {
 		c.mu.Lock()
 		_, ok := c.retired[cc]
 		delete(c.retired, cc)
 		c.mu.Unlock()
 		if ok { // not closed by Close already
+			mc.Close()
 			cc.Close()
 		}
-	})
+	})}
+}
+
+// StreamCalls counts the calls answered on the multiplexed streams of the
+// connections kept now (GetMux; a diagnostic for tests and benchmarks).
+func (c *Cache) StreamCalls() (n uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.conns {
+		n += p.mc.StreamCalls()
+	}
+	return n
 }
 
 // Dials counts the connections made so far.
@@ -125,12 +165,14 @@ func (c *Cache) Close() {
 	defer c.mu.Unlock()
 	c.closed = true
 	for _, p := range c.conns {
+		p.mc.Close()
 		p.cc.Close()
 	}
 	c.conns = map[string]peer{}
-	for cc, t := range c.retired {
-		t.Stop()
+	for cc, r := range c.retired {
+		r.t.Stop()
+		r.mc.Close()
 		cc.Close()
 	}
-	c.retired = map[*grpc.ClientConn]*time.Timer{}
+	c.retired = map[*grpc.ClientConn]retired{}
 }

@@ -114,3 +114,26 @@ func TestTokenKeyIsACLs(t *testing.T) {
 		t.Fatalf("TokenKey %q, acl.MetadataKey %q", TokenKey, acl.MetadataKey)
 	}
 }
+
+// GetMux hands out the multiplexed side of the member's kept connection:
+// the same one for the same connection, a new one with a new connection.
+func TestGetMuxFollowsTheConnection(t *testing.T) {
+	c := New()
+	defer c.Close()
+	a, err := c.GetMux("n1", "127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, _ := c.Get("n1", "127.0.0.1:1")
+	if b, _ := c.GetMux("n1", "127.0.0.1:1"); b != a || a.ClientConn() != cc {
+		t.Fatalf("same member: same stream conn (%v) over its kept connection (%v)", b == a, a.ClientConn() == cc)
+	}
+	fresh, _ := c.RedialMux("n1", "127.0.0.1:1")
+	if fresh == a || fresh.ClientConn() == cc || c.Dials() != 2 {
+		t.Fatalf("a redial gives a new stream conn over a new connection (%d dials)", c.Dials())
+	}
+	c.Close()
+	if _, err := c.GetMux("n1", "127.0.0.1:1"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v, want ErrClosed", err)
+	}
+}
