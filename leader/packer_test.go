@@ -559,15 +559,9 @@ func holdCase(t *testing.T, cfg packerConfig) (*fakeRaft, *packer, chan got) {
 	t.Cleanup(p.shutdown)
 	t.Cleanup(r.failUnresolved) // runs first
 	out := make(chan got, 8)
-	propose := func(name string, urgent bool) {
-		go func() {
-			res, err := p.propose(context.Background(), createNS(t, name), urgent, true, nil)
-			out <- got{name, res, err}
-		}()
-	}
-	propose("first", false)
+	proposeAsync(t, p, out, "first", false)
 	first := r.next(t)
-	propose("queued", false)
+	proposeAsync(t, p, out, "queued", false)
 	waitQueued(t, p, 1)
 	first.commit(r)
 	if g := <-out; g.name != "first" || g.err != nil {
@@ -607,32 +601,26 @@ func proposeAsync(t *testing.T, p *packer, out chan got, name string, urgent boo
 // When an entry commits, what was queued meanwhile waits for that entry's
 // caller to send its next command, and both go out in one entry: without
 // the hold "queued" would go alone at once and "next" would wait a whole
-// commit behind it.
+// commit behind it. A command that hands permits over ends the hold at
+// once, and takes what was queued before it along.
 func TestPackerHoldWaitsForTheCallersOfTheEntry(t *testing.T) {
-	r, p, out := holdCase(t, packerConfig{GatherDelay: time.Hour, GatherIdle: time.Hour})
-	proposeAsync(t, p, out, "next", false)
-	f := r.next(t)
-	if got := entryNames(t, f); fmt.Sprint(got) != "[queued next]" {
-		t.Fatalf("the entry after the hold holds %v, want [queued next]", got)
-	}
-	f.commit(r)
-	for range 2 {
-		if g := <-out; g.err != nil || g.res == nil || g.res.Err != nil {
-			t.Fatalf("%s: %+v", g.name, g)
+	for _, c := range []struct {
+		next   string
+		urgent bool
+	}{{"next", false}, {"urgent", true}} {
+		r, p, out := holdCase(t, packerConfig{GatherDelay: time.Hour, GatherIdle: time.Hour})
+		proposeAsync(t, p, out, c.next, c.urgent)
+		f := r.next(t)
+		if got, want := fmt.Sprint(entryNames(t, f)), "[queued "+c.next+"]"; got != want {
+			t.Fatalf("the entry after the hold holds %v, want %v", got, want)
+		}
+		f.commit(r)
+		for range 2 {
+			if g := <-out; g.err != nil || g.res == nil || g.res.Err != nil {
+				t.Fatalf("%s: %+v", g.name, g)
+			}
 		}
 	}
-}
-
-// A command that hands permits over ends the hold at once, and takes what
-// was queued before it along.
-func TestPackerHoldEndsForAHandOver(t *testing.T) {
-	r, p, out := holdCase(t, packerConfig{GatherDelay: time.Hour, GatherIdle: time.Hour})
-	proposeAsync(t, p, out, "urgent", true)
-	f := r.next(t)
-	if got := entryNames(t, f); fmt.Sprint(got) != "[queued urgent]" {
-		t.Fatalf("entry %v, want [queued urgent]", got)
-	}
-	f.commit(r)
 }
 
 // When no caller comes back, the hold ends after GatherIdle without an
