@@ -52,6 +52,29 @@ type ExpiryEvent struct {
 	Err      error
 }
 
+// EntryEvent describes one Raft entry the leader proposed: how many
+// commands it carries (1 unless writes were packed), and how long the
+// hold kept it back for the callers of the entry before it (0: not held).
+type EntryEvent struct {
+	Commands int
+	Held     time.Duration
+}
+
+// EntryObserver is an Observer that also wants EntryEvent (optional, so
+// that observers written before it still satisfy Observer). Called on
+// the proposer's goroutine for every entry it proposes.
+type EntryObserver interface {
+	EntryEvent(EntryEvent)
+}
+
+// onEntry is o's EntryEvent, or nil when o does not take them.
+func onEntry(o Observer) func(EntryEvent) {
+	if eo, ok := o.(EntryObserver); ok {
+		return eo.EntryEvent
+	}
+	return nil
+}
+
 type nopObserver struct{}
 
 func (nopObserver) WaiterEvent(WaiterEvent) {}

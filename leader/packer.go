@@ -67,6 +67,9 @@ type packerConfig struct {
 	// GatherIdle). A command that hands permits over ends the hold.
 	GatherDelay time.Duration
 	GatherIdle  time.Duration
+	// OnEntry (nil: none) is called on the packer's goroutine with every
+	// entry it proposes (see EntryEvent).
+	OnEntry func(EntryEvent)
 }
 
 // DefaultLazyDelay is the default packerConfig.LazyDelay: one to two
@@ -101,6 +104,8 @@ type packer struct {
 	gatherUntil  time.Time
 	gatherTarget int
 	lastArrival  time.Time
+	gatherFrom   time.Time     // when the hold began
+	held         time.Duration // how long the last hold lasted, for the next entry's EntryEvent
 
 	inflight chan inflight // the entries in flight, in log order
 	stop     chan struct{}
@@ -305,7 +310,7 @@ func (p *packer) run() {
 		// bound: what arrives meanwhile piles up and goes out in one entry.
 		// Nor while only lazy commands wait: until the first one's time
 		// is up (the timer), or another command comes.
-		batch, until := p.take(time.Now())
+		batch, held, until := p.take(time.Now())
 		for batch == nil {
 			if !until.IsZero() {
 				lazy.Reset(time.Until(until))
@@ -317,7 +322,10 @@ func (p *packer) run() {
 				return
 			}
 			lazy.Stop()
-			batch, until = p.take(time.Now())
+			batch, held, until = p.take(time.Now())
+		}
+		if p.cfg.OnEntry != nil {
+			p.cfg.OnEntry(EntryEvent{Commands: len(batch), Held: held})
 		}
 		// Raft applies entries in log order, so their futures resolve in
 		// the order they are sent here.
@@ -329,7 +337,7 @@ func (p *packer) run() {
 // the queue is empty, or the entries in flight are at their bound: the
 // ordinary one, or MaxInFlight while a command that hands permits over
 // waits; or only lazy commands wait, the first until until).
-func (p *packer) take(now time.Time) (batch []*proposal, until time.Time) {
+func (p *packer) take(now time.Time) (batch []*proposal, held time.Duration, until time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	limit := p.cfg.OrdinaryInFlight
@@ -337,13 +345,13 @@ func (p *packer) take(now time.Time) (batch []*proposal, until time.Time) {
 		limit = p.cfg.MaxInFlight
 	}
 	if len(p.queue) == 0 || p.inFlight >= limit {
-		return nil, time.Time{}
+		return nil, 0, time.Time{}
 	}
 	if first := p.queue[0].lazyUntil; !first.IsZero() && now.Before(first) && p.onlyLazyLocked() {
-		return nil, first
+		return nil, 0, first
 	}
 	if until := p.gatherLocked(now); !until.IsZero() {
-		return nil, until
+		return nil, 0, until
 	}
 	n, size := 0, 0
 	for n < len(p.queue) && n < p.cfg.MaxCommands && (n == 0 || size+len(p.queue[n].data) <= p.cfg.MaxBytes) {
@@ -359,7 +367,8 @@ func (p *packer) take(now time.Time) (batch []*proposal, until time.Time) {
 	if len(p.queue) == 0 {
 		p.queue = nil // let the backing array go
 	}
-	return batch, time.Time{}
+	held, p.held = p.held, 0
+	return batch, held, time.Time{}
 }
 
 // gatherLocked says until when take holds the queue after an entry
@@ -372,6 +381,7 @@ func (p *packer) gatherLocked(now time.Time) time.Time {
 	idleEnd := p.lastArrival.Add(p.cfg.GatherIdle)
 	if p.urgent > 0 || p.inFlight > 0 || len(p.queue) >= p.gatherTarget || !now.Before(p.gatherUntil) || !now.Before(idleEnd) {
 		p.gatherUntil = time.Time{}
+		p.held = now.Sub(p.gatherFrom)
 		return time.Time{}
 	}
 	if idleEnd.Before(p.gatherUntil) {
@@ -430,6 +440,7 @@ func (p *packer) completions() {
 			p.gatherUntil = now.Add(p.cfg.GatherDelay)
 			p.gatherTarget = min(len(p.queue)+len(e.batch), p.cfg.MaxCommands)
 			p.lastArrival = now
+			p.gatherFrom = now
 		}
 		p.mu.Unlock()
 		p.signal()

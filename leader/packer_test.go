@@ -608,12 +608,20 @@ func TestPackerHoldWaitsForTheCallersOfTheEntry(t *testing.T) {
 		next   string
 		urgent bool
 	}{{"next", false}, {"urgent", true}} {
-		r, p, out := holdCase(t, packerConfig{GatherDelay: time.Hour, GatherIdle: time.Hour})
+		var mu sync.Mutex
+		var entries []EntryEvent
+		onEntry := func(e EntryEvent) { mu.Lock(); entries = append(entries, e); mu.Unlock() }
+		r, p, out := holdCase(t, packerConfig{GatherDelay: time.Hour, GatherIdle: time.Hour, OnEntry: onEntry})
 		proposeAsync(t, p, out, c.next, c.urgent)
 		f := r.next(t)
 		if got, want := fmt.Sprint(entryNames(t, f)), "[queued "+c.next+"]"; got != want {
 			t.Fatalf("the entry after the hold holds %v, want %v", got, want)
 		}
+		mu.Lock()
+		if len(entries) != 2 || entries[0].Commands != 1 || entries[0].Held != 0 || entries[1].Commands != 2 || entries[1].Held <= 0 {
+			t.Errorf("entry events %+v, want the first alone and not held, then two commands after a hold", entries)
+		}
+		mu.Unlock()
 		f.commit(r)
 		for range 2 {
 			if g := <-out; g.err != nil || g.res == nil || g.res.Err != nil {

@@ -28,7 +28,7 @@ type Proposer struct {
 // has its own; Close it when the term ends.
 func NewProposer(r *raft.Raft, c *Clock, cfg ProposerConfig) *Proposer {
 	return &Proposer{packer: newPacker(r, packerConfig{ApplyTimeout: cfg.ApplyTimeout, MaxQueued: cfg.MaxQueued,
-		GatherDelay: cfg.Hold, GatherIdle: cfg.HoldIdle}), clock: c}
+		GatherDelay: cfg.Hold, GatherIdle: cfg.HoldIdle, OnEntry: cfg.OnEntry}), clock: c}
 }
 
 // ProposerConfig tunes a Proposer; zero values take the defaults.
@@ -43,6 +43,8 @@ type ProposerConfig struct {
 	// entry resolves wait for that entry's callers to send their next ones
 	// (see packerConfig.GatherDelay).
 	Hold, HoldIdle time.Duration
+	// OnEntry (nil: none) sees every entry proposed (EntryObserver).
+	OnEntry func(EntryEvent)
 }
 
 // DefaultPackHold and DefaultPackHoldIdle: a few unloaded commits; and

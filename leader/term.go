@@ -36,7 +36,7 @@ func newTerm(l *Leader) *Term {
 	t := &Term{l: l, began: time.Now(), ctx: ctx, cancel: cancel, ready: make(chan struct{}), kick: make(chan struct{}, 1)}
 	// The term's own proposer: its packing goroutine is joined at the end.
 	t.proposer = NewProposer(l.raft, l.clock, ProposerConfig{ApplyTimeout: l.cfg.ApplyTimeout,
-		MaxQueued: l.cfg.MaxQueuedProposals, Hold: l.cfg.PackHold, HoldIdle: l.cfg.PackHoldIdle})
+		MaxQueued: l.cfg.MaxQueuedProposals, Hold: l.cfg.PackHold, HoldIdle: l.cfg.PackHoldIdle, OnEntry: onEntry(l.cfg.Observer)})
 	t.q = newQueues(l.cfg.MaxWaiters, l.fsm, l.cfg.Observer)
 	t.q.proposeGrants = t.proposeGrants
 	return t

@@ -13,6 +13,8 @@ type leaderMetrics struct {
 	queueWait  prometheus.Histogram
 	handOff    prometheus.Histogram
 	expiryLate prometheus.Histogram
+	entrySize  prometheus.Histogram
+	entryHeld  prometheus.Histogram
 }
 
 func newLeaderMetrics(reg *prometheus.Registry) leaderMetrics {
@@ -27,7 +29,12 @@ func newLeaderMetrics(reg *prometheus.Registry) leaderMetrics {
 		queueWait:  h("leader_queue_wait_seconds", "Time an acquire waited in the leader's queue before its grant committed."),
 		handOff:    h("leader_handoff_seconds", "From proposing the command that frees permits (the next grant rides in its Raft entry) to the waiter being granted."),
 		expiryLate: h("leader_expiry_lateness_seconds", "From a lease's expires_at to the commit that reaped it."),
+		entrySize: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "leader_entry_commands",
+			Help:    "Commands in each Raft entry the leader proposed (writes packed into one entry).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
+		entryHeld: h("leader_entry_hold_seconds", "How long the hold (--pack-hold) kept each held entry back for the callers of the entry before it."),
 	}
+	reg.MustRegister(l.entrySize)
 	reg.MustRegister(l.queued)
 	return l
 }
@@ -53,6 +60,15 @@ func (o leaderObserver) WaiterEvent(ev leader.WaiterEvent) {
 		l.handOff.Observe(seconds(ev.HandOff))
 	case leader.WaiterEnded:
 		l.queued.Dec()
+	}
+}
+
+// EntryEvent: the size of each entry proposed, and the hold before it
+// (entries that were not held are not in the hold's histogram).
+func (o leaderObserver) EntryEvent(ev leader.EntryEvent) {
+	o.m.leader.entrySize.Observe(float64(ev.Commands))
+	if ev.Held > 0 {
+		o.m.leader.entryHeld.Observe(seconds(ev.Held))
 	}
 }
 

@@ -200,6 +200,10 @@ func TestSeriesMoveUnderWorkload(t *testing.T) {
 	if v := s.v(t, "grackle_leader_expiry_lateness_seconds"); v < 1 {
 		t.Errorf("expiry lateness observations: %v", v)
 	}
+	// Every write above was at least one entry proposed by this leader.
+	if v := s.v(t, "grackle_leader_entry_commands"); v < 4 {
+		t.Errorf("entries observed: %v, want one per write at least", v)
+	}
 	if v := s.v(t, "grackle_acquire_outcomes_total", "outcome", "acquired"); v != 2 {
 		t.Errorf("acquired outcomes: %v", v)
 	}

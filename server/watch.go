@@ -87,6 +87,14 @@ func (os observers) ExpiryEvent(e leader.ExpiryEvent) {
 	}
 }
 
+func (os observers) EntryEvent(e leader.EntryEvent) {
+	for _, o := range os {
+		if eo, ok := o.(leader.EntryObserver); ok {
+			eo.EntryEvent(e)
+		}
+	}
+}
+
 // queueFeed wakes the watchers of a semaphore whose queue changed.
 type queueFeed struct{ feed *watch.Feed }
 
