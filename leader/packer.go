@@ -55,7 +55,7 @@ type packerConfig struct {
 	// commands (grants to waiters, lease expiry, term setup) are always
 	// queued: they are few, and refusing them would stall waiters.
 	MaxQueued int
-	// GatherDelay (default DefaultPackHold; negative: off) and GatherIdle
+	// Hold (default DefaultPackHold; negative: off) and HoldIdle
 	// (default DefaultPackHoldIdle) shape the entry after one
 	// resolves. Its callers were just woken, and under a closed-loop load
 	// most of them send their next command at once; without a hold those
@@ -63,10 +63,10 @@ type packerConfig struct {
 	// commit for the one after. So when an entry resolves, ordinary
 	// commands are held while fewer are queued than were queued then plus
 	// the commands the entry carried (the callers expected back), for at
-	// most GatherDelay, and only while arrivals keep coming (no gap of
-	// GatherIdle). A command that hands permits over ends the hold.
-	GatherDelay time.Duration
-	GatherIdle  time.Duration
+	// most Hold, and only while arrivals keep coming (no gap of
+	// HoldIdle). A command that hands permits over ends the hold.
+	Hold     time.Duration
+	HoldIdle time.Duration
 	// OnEntry (nil: none) is called on the packer's goroutine with every
 	// entry it proposes (see EntryEvent).
 	OnEntry func(EntryEvent)
@@ -98,14 +98,12 @@ type packer struct {
 	stopped  bool
 	wake     chan struct{} // capacity 1: something was queued, or an entry resolved
 
-	// The hold after an entry resolved (see GatherDelay): while
-	// gatherUntil is set, take waits for gatherTarget queued commands,
-	// until gatherUntil, or a gap of GatherIdle after lastArrival.
-	gatherUntil  time.Time
-	gatherTarget int
-	lastArrival  time.Time
-	gatherFrom   time.Time     // when the hold began
-	held         time.Duration // how long the last hold lasted, for the next entry's EntryEvent
+	// The hold after an entry resolved (see Hold): while
+	// holdUntil is set, take waits for holdTarget queued commands,
+	// until holdUntil, or a gap of HoldIdle after lastArrival.
+	holdUntil   time.Time
+	holdTarget  int
+	lastArrival time.Time
 
 	inflight chan inflight // the entries in flight, in log order
 	stop     chan struct{}
@@ -171,11 +169,11 @@ func newPacker(r applier, cfg packerConfig) *packer {
 	if cfg.LazyDelay == 0 {
 		cfg.LazyDelay = DefaultLazyDelay
 	}
-	if cfg.GatherDelay == 0 {
-		cfg.GatherDelay = DefaultPackHold
+	if cfg.Hold == 0 {
+		cfg.Hold = DefaultPackHold
 	}
-	if cfg.GatherIdle <= 0 {
-		cfg.GatherIdle = DefaultPackHoldIdle
+	if cfg.HoldIdle <= 0 {
+		cfg.HoldIdle = DefaultPackHoldIdle
 	}
 	p := &packer{r: r, cfg: cfg, wake: make(chan struct{}, 1),
 		inflight: make(chan inflight, cfg.MaxInFlight), stop: make(chan struct{})}
@@ -236,7 +234,7 @@ func (p *packer) submit(ctx context.Context, pr *proposal, bounded bool) (*fsm.R
 	if urgent {
 		p.urgent++
 	}
-	if !p.gatherUntil.IsZero() {
+	if !p.holdUntil.IsZero() {
 		p.lastArrival = time.Now()
 	}
 	p.mu.Unlock()
@@ -350,8 +348,9 @@ func (p *packer) take(now time.Time) (batch []*proposal, held time.Duration, unt
 	if first := p.queue[0].lazyUntil; !first.IsZero() && now.Before(first) && p.onlyLazyLocked() {
 		return nil, 0, first
 	}
-	if until := p.gatherLocked(now); !until.IsZero() {
-		return nil, 0, until
+	var holdEnd time.Time
+	if holdEnd, held = p.holdLocked(now); !holdEnd.IsZero() {
+		return nil, 0, holdEnd
 	}
 	n, size := 0, 0
 	for n < len(p.queue) && n < p.cfg.MaxCommands && (n == 0 || size+len(p.queue[n].data) <= p.cfg.MaxBytes) {
@@ -367,27 +366,27 @@ func (p *packer) take(now time.Time) (batch []*proposal, held time.Duration, unt
 	if len(p.queue) == 0 {
 		p.queue = nil // let the backing array go
 	}
-	held, p.held = p.held, 0
 	return batch, held, time.Time{}
 }
 
-// gatherLocked says until when take holds the queue after an entry
-// resolved (zero: no hold; see GatherDelay), and ends the hold once it is
-// over.
-func (p *packer) gatherLocked(now time.Time) time.Time {
-	if p.gatherUntil.IsZero() {
-		return time.Time{}
+// holdLocked says until when take holds the queue after an entry
+// resolved (zero: no hold; see Hold). Once the hold is over it ends it
+// and says how long it lasted (the entry take forms next is the one it
+// held back).
+func (p *packer) holdLocked(now time.Time) (until time.Time, held time.Duration) {
+	if p.holdUntil.IsZero() {
+		return time.Time{}, 0
 	}
-	idleEnd := p.lastArrival.Add(p.cfg.GatherIdle)
-	if p.urgent > 0 || p.inFlight > 0 || len(p.queue) >= p.gatherTarget || !now.Before(p.gatherUntil) || !now.Before(idleEnd) {
-		p.gatherUntil = time.Time{}
-		p.held = now.Sub(p.gatherFrom)
-		return time.Time{}
+	idleEnd := p.lastArrival.Add(p.cfg.HoldIdle)
+	if p.urgent > 0 || p.inFlight > 0 || len(p.queue) >= p.holdTarget || !now.Before(p.holdUntil) || !now.Before(idleEnd) {
+		held = now.Sub(p.holdUntil.Add(-p.cfg.Hold)) // the hold began Hold before its end
+		p.holdUntil = time.Time{}
+		return time.Time{}, held
 	}
-	if idleEnd.Before(p.gatherUntil) {
-		return idleEnd
+	if idleEnd.Before(p.holdUntil) {
+		return idleEnd, 0
 	}
-	return p.gatherUntil
+	return p.holdUntil, 0
 }
 
 // onlyLazyLocked: every queued command is lazy. The queue is short when
@@ -435,12 +434,11 @@ func (p *packer) completions() {
 		outs := outcomes(e.f, len(e.batch))
 		p.mu.Lock()
 		p.inFlight--
-		if p.cfg.GatherDelay > 0 && p.inFlight == 0 && len(e.batch) > 0 {
+		if p.cfg.Hold > 0 && p.inFlight == 0 && len(e.batch) > 0 {
 			now := time.Now()
-			p.gatherUntil = now.Add(p.cfg.GatherDelay)
-			p.gatherTarget = min(len(p.queue)+len(e.batch), p.cfg.MaxCommands)
+			p.holdUntil = now.Add(p.cfg.Hold)
+			p.holdTarget = min(len(p.queue)+len(e.batch), p.cfg.MaxCommands)
 			p.lastArrival = now
-			p.gatherFrom = now
 		}
 		p.mu.Unlock()
 		p.signal()

@@ -611,7 +611,7 @@ func TestPackerHoldWaitsForTheCallersOfTheEntry(t *testing.T) {
 		var mu sync.Mutex
 		var entries []EntryEvent
 		onEntry := func(e EntryEvent) { mu.Lock(); entries = append(entries, e); mu.Unlock() }
-		r, p, out := holdCase(t, packerConfig{GatherDelay: time.Hour, GatherIdle: time.Hour, OnEntry: onEntry})
+		r, p, out := holdCase(t, packerConfig{Hold: time.Hour, HoldIdle: time.Hour, OnEntry: onEntry})
 		proposeAsync(t, p, out, c.next, c.urgent)
 		f := r.next(t)
 		if got, want := fmt.Sprint(entryNames(t, f)), "[queued "+c.next+"]"; got != want {
@@ -631,12 +631,12 @@ func TestPackerHoldWaitsForTheCallersOfTheEntry(t *testing.T) {
 	}
 }
 
-// When no caller comes back, the hold ends after GatherIdle without an
-// arrival, and after GatherDelay in any case.
+// When no caller comes back, the hold ends after HoldIdle without an
+// arrival, and after Hold in any case.
 func TestPackerHoldEndsWhenNoOneComes(t *testing.T) {
 	for _, cfg := range []packerConfig{
-		{GatherDelay: time.Hour, GatherIdle: 5 * time.Millisecond},
-		{GatherDelay: 5 * time.Millisecond, GatherIdle: time.Hour},
+		{Hold: time.Hour, HoldIdle: 5 * time.Millisecond},
+		{Hold: 5 * time.Millisecond, HoldIdle: time.Hour},
 	} {
 		r, _, out := holdCase(t, cfg)
 		f := r.next(t)
@@ -654,7 +654,7 @@ func TestPackerHoldEndsWhenNoOneComes(t *testing.T) {
 // its next command is all the hold waits for, so it goes out at once.
 func TestPackerHoldNeverDelaysALoneCaller(t *testing.T) {
 	r := newFakeRaft(t)
-	p := newPacker(r, packerConfig{GatherDelay: time.Hour, GatherIdle: time.Hour})
+	p := newPacker(r, packerConfig{Hold: time.Hour, HoldIdle: time.Hour})
 	t.Cleanup(p.shutdown)
 	t.Cleanup(r.failUnresolved)
 	out := make(chan got, 1)
@@ -674,11 +674,22 @@ func TestPackerHoldNeverDelaysALoneCaller(t *testing.T) {
 // Off (negative), nothing is held: the queued command goes out alone as
 // soon as the entry before it commits.
 func TestPackerHoldOff(t *testing.T) {
-	r, _, out := holdCase(t, packerConfig{GatherDelay: -1})
+	var mu sync.Mutex
+	var entries []EntryEvent
+	onEntry := func(e EntryEvent) { mu.Lock(); entries = append(entries, e); mu.Unlock() }
+	// HoldIdle an hour: a hold, had it begun, would show in Held.
+	r, _, out := holdCase(t, packerConfig{Hold: -1, HoldIdle: time.Hour, OnEntry: onEntry})
 	f := r.next(t)
 	if got := entryNames(t, f); fmt.Sprint(got) != "[queued]" {
 		t.Fatalf("entry %v, want [queued]", got)
 	}
 	f.commit(r)
 	<-out
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range entries {
+		if e.Held != 0 {
+			t.Fatalf("entry events %+v: an entry was held with the hold off", entries)
+		}
+	}
 }

@@ -28,7 +28,7 @@ type Proposer struct {
 // has its own; Close it when the term ends.
 func NewProposer(r *raft.Raft, c *Clock, cfg ProposerConfig) *Proposer {
 	return &Proposer{packer: newPacker(r, packerConfig{ApplyTimeout: cfg.ApplyTimeout, MaxQueued: cfg.MaxQueued,
-		GatherDelay: cfg.Hold, GatherIdle: cfg.HoldIdle, OnEntry: cfg.OnEntry}), clock: c}
+		Hold: cfg.Hold, HoldIdle: cfg.HoldIdle, OnEntry: cfg.OnEntry}), clock: c}
 }
 
 // ProposerConfig tunes a Proposer; zero values take the defaults.
@@ -41,7 +41,7 @@ type ProposerConfig struct {
 	// Hold (DefaultPackHold; negative: off) and HoldIdle
 	// (DefaultPackHoldIdle) bound how long the commands queued when an
 	// entry resolves wait for that entry's callers to send their next ones
-	// (see packerConfig.GatherDelay).
+	// (see packerConfig.Hold).
 	Hold, HoldIdle time.Duration
 	// OnEntry (nil: none) sees every entry proposed (EntryObserver).
 	OnEntry func(EntryEvent)

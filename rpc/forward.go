@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grackle-coord/grackle/apierr"
-	"github.com/grackle-coord/grackle/internal/mux"
 	"github.com/grackle-coord/grackle/internal/peerconn"
 	"github.com/grackle-coord/grackle/leader"
 )
@@ -91,23 +90,7 @@ func (f *forwarder) hop(ctx context.Context, call func(context.Context, grpc.Cli
 	var err error
 	for attempt := 1; attempt <= forwardAttempts; attempt++ {
 		var via grpc.ClientConnInterface
-		if own {
-			get := f.peers.GetMux
-			if attempt == forwardAttempts {
-				get = f.peers.RedialMux
-			}
-			var mc *mux.Conn
-			mc, err = get(id, addr)
-			via = mc
-		} else {
-			get := f.peers.Get
-			if attempt == forwardAttempts {
-				get = f.peers.Redial
-			}
-			var cc *grpc.ClientConn
-			cc, err = get(id, addr)
-			via = relaying{cc}
-		}
+		via, err = f.via(id, addr, attempt == forwardAttempts, own)
 		if err != nil {
 			return unreachable(codes.Unavailable, id, addr, err)
 		}
@@ -132,6 +115,32 @@ func (f *forwarder) hop(ctx context.Context, call func(context.Context, grpc.Cli
 		return err
 	}
 	return unreachable(codes.Unavailable, id, addr, err)
+}
+
+// via is what a hop to member id calls on: the multiplexed stream of its
+// connection for this node's own calls, else the connection itself,
+// relaying the leader's headers to the caller. fresh dials anew.
+func (f *forwarder) via(id, addr string, fresh, own bool) (grpc.ClientConnInterface, error) {
+	if own {
+		get := f.peers.GetMux
+		if fresh {
+			get = f.peers.RedialMux
+		}
+		mc, err := get(id, addr)
+		if err != nil {
+			return nil, err
+		}
+		return mc, nil
+	}
+	get := f.peers.Get
+	if fresh {
+		get = f.peers.Redial
+	}
+	cc, err := get(id, addr)
+	if err != nil {
+		return nil, err
+	}
+	return relaying{cc}, nil
 }
 
 // unreachable is the error of a hop that never carried the call: it names
