@@ -118,7 +118,14 @@ func New(cfg Config, r *raft.Raft, f *fsm.FSM) *Leader {
 	}
 	c := NewClock(cfg.Clock)
 	l := &Leader{cfg: cfg, raft: r, fsm: f, log: cfg.Log, clock: c, stop: make(chan struct{})}
-	l.reads = rounds.New(func() (struct{}, error) { return struct{}{}, r.VerifyLeader().Error() })
+	onRound := onReadRound(cfg.Observer)
+	l.reads = rounds.New(func(reads int) (struct{}, error) {
+		err := r.VerifyLeader().Error()
+		if onRound != nil {
+			onRound(ReadRoundEvent{Reads: reads, Err: err})
+		}
+		return struct{}{}, err
+	})
 	l.skew = newSkewMonitor(f, cfg.Clock, cfg.LeaseGrace, func() bool { return l.term.Load() != nil }, cfg.Log)
 	return l
 }

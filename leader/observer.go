@@ -75,6 +75,30 @@ func onEntry(o Observer) func(EntryEvent) {
 	return nil
 }
 
+// ReadRoundEvent describes one leadership confirmation (a raft
+// VerifyLeader round) that linearizable reads on the leader and follower
+// read-index requests shared: Reads is how many shared it, Err its error
+// (nil: confirmed).
+type ReadRoundEvent struct {
+	Reads int
+	Err   error
+}
+
+// ReadRoundObserver is an Observer that also wants ReadRoundEvent
+// (optional, as EntryObserver). Called on the rounds' goroutine after each
+// round, before its readers are answered: it must be fast.
+type ReadRoundObserver interface {
+	ReadRoundEvent(ReadRoundEvent)
+}
+
+// onReadRound is o's ReadRoundEvent, or nil when o does not take them.
+func onReadRound(o Observer) func(ReadRoundEvent) {
+	if ro, ok := o.(ReadRoundObserver); ok {
+		return ro.ReadRoundEvent
+	}
+	return nil
+}
+
 type nopObserver struct{}
 
 func (nopObserver) WaiterEvent(WaiterEvent) {}

@@ -15,6 +15,7 @@ type leaderMetrics struct {
 	expiryLate prometheus.Histogram
 	entrySize  prometheus.Histogram
 	entryHeld  prometheus.Histogram
+	readRound  prometheus.Histogram
 }
 
 func newLeaderMetrics(reg *prometheus.Registry) leaderMetrics {
@@ -34,7 +35,11 @@ func newLeaderMetrics(reg *prometheus.Registry) leaderMetrics {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 		entryHeld: h("leader_entry_hold_seconds", "How long the hold (--pack-hold) kept each held entry back for the callers of the entry before it."),
 	}
+	l.readRound = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "leader_read_round_reads",
+		Help:    "Reads (and followers' read-index requests) that shared each leadership confirmation of the leader; its count is the confirmation rounds.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 10)})
 	reg.MustRegister(l.entrySize)
+	reg.MustRegister(l.readRound)
 	reg.MustRegister(l.queued)
 	return l
 }
@@ -70,6 +75,12 @@ func (o leaderObserver) EntryEvent(ev leader.EntryEvent) {
 	if ev.Held > 0 {
 		o.m.leader.entryHeld.Observe(seconds(ev.Held))
 	}
+}
+
+// ReadRoundEvent: the readers of each confirmation round, confirmed or
+// not (a failed round is still a round the followers answered or not).
+func (o leaderObserver) ReadRoundEvent(ev leader.ReadRoundEvent) {
+	o.m.leader.readRound.Observe(float64(ev.Reads))
 }
 
 // ExpiryEvent: lateness of each expiry command proposed (failed ones are

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -204,6 +205,15 @@ func TestSeriesMoveUnderWorkload(t *testing.T) {
 	if v := s.v(t, "grackle_leader_entry_commands"); v < 4 {
 		t.Errorf("entries observed: %v, want one per write at least", v)
 	}
+	// Linearizable reads on the leader share leadership confirmations:
+	// three sequential reads are three rounds of one reader each.
+	rounds := s.v(t, "grackle_leader_read_round_reads")
+	for range 3 {
+		must(cl.GetSemaphore(ctx, &pb.GetSemaphoreRequest{NamespaceName: "m", SemaphoreName: "s"}))
+	}
+	if v := get(t, addr(li)).v(t, "grackle_leader_read_round_reads"); v < rounds+3 {
+		t.Errorf("read rounds: %v -> %v after three reads on the leader", rounds, v)
+	}
 	if v := s.v(t, "grackle_acquire_outcomes_total", "outcome", "acquired"); v != 2 {
 		t.Errorf("acquired outcomes: %v", v)
 	}
@@ -252,6 +262,18 @@ func TestSeriesMoveUnderWorkload(t *testing.T) {
 		}
 		if s.v(t, "grackle_data_dir_free_bytes") <= 0 {
 			t.Errorf("node %d: no free bytes", i)
+		}
+		// raft's per-RPC timings are blocked (metrics/raft.go): every node
+		// sent and received heartbeats and AppendEntries by now.
+		for name := range s {
+			for _, p := range []string{"grackle_raft_net_", "grackle_raft_rpc_processHeartbeat", "grackle_raft_replication_heartbeat", "grackle_raft_verify_leader"} {
+				if strings.HasPrefix(name, p) {
+					t.Errorf("node %d exports %s, a blocked per-RPC series", i, name)
+				}
+			}
+		}
+		if _, ok := s.value("grackle_raft_rpc_appendEntries"); !ok && s.v(t, "grackle_raft_state", "state", "follower") == 1 {
+			t.Errorf("follower %d: no grackle_raft_rpc_appendEntries (only the per-RPC series are blocked)", i)
 		}
 	}
 	li = c.WaitLeader()

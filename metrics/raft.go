@@ -40,11 +40,30 @@ func raftSink() (*gmprom.PrometheusSink, error) {
 		cfg := gometrics.DefaultConfig(Namespace)
 		cfg.EnableHostname = false
 		cfg.EnableRuntimeMetrics = false // client_golang's Go collector has them
+		cfg.BlockedPrefixes = blockedRaftMetrics
 		// Peer-id labelled replication timings: bounded by the cluster's
 		// size, kept. (raftnode turns raft's legacy per-peer names off.)
 		_, sinkErr = gometrics.NewGlobal(cfg, sink)
 	})
 	return sink, sinkErr
+}
+
+// blockedRaftMetrics are raft's per-RPC timings that cost more than they
+// tell: each sample goes into a summary's quantile stream under a lock
+// (a few microseconds), and these are taken several times for every
+// AppendEntries and heartbeat a node sends or receives: under linearizable
+// reads, a leadership confirmation is a heartbeat to every follower, so
+// they were about a tenth of a follower's CPU and a twentieth of the
+// leader's (docs/PERFORMANCE.md). What they measure stays visible:
+// grackle_raft_replication_appendEntries_rpc{peer_id} and
+// grackle_raft_rpc_appendEntries* time the write path,
+// grackle_leader_read_round_reads counts the confirmation rounds.
+// Keys carry the service name (Namespace) first, as go-metrics filters them.
+var blockedRaftMetrics = []string{
+	Namespace + ".raft.net.",                  // transport: getRPCType, rpcDecode, rpcEnqueue, rpcRespond, per RPC received
+	Namespace + ".raft.rpc.processHeartbeat",  // follower, per heartbeat
+	Namespace + ".raft.replication.heartbeat", // leader, per heartbeat per follower
+	Namespace + ".raft.verify_leader",         // leader, per confirmation round (grackle_leader_read_round_reads counts them)
 }
 
 // RegisterRaft bridges raft's go-metrics telemetry into the registry and

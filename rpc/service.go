@@ -113,7 +113,7 @@ func New(cfg Config, r *raft.Raft, f *fsm.FSM, log hclog.Logger) *Service {
 		Contacts: cfg.Contacts, ReachableWithin: cfg.ReachableWithin, PromoteAfter: cfg.PromoteAfter,
 	}, r, f)
 	s.fwd = newForwarder(cfg.NodeID, s.leaderInfo, cfg.Peers)
-	s.readIndexes = rounds.New(s.askReadIndex)
+	s.readIndexes = rounds.New(func(int) (readIndex, error) { return s.askReadIndex() })
 	return s
 }
 

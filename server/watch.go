@@ -95,6 +95,14 @@ func (os observers) EntryEvent(e leader.EntryEvent) {
 	}
 }
 
+func (os observers) ReadRoundEvent(e leader.ReadRoundEvent) {
+	for _, o := range os {
+		if ro, ok := o.(leader.ReadRoundObserver); ok {
+			ro.ReadRoundEvent(e)
+		}
+	}
+}
+
 // queueFeed wakes the watchers of a semaphore whose queue changed.
 type queueFeed struct{ feed *watch.Feed }
 

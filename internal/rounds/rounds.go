@@ -14,7 +14,7 @@ import (
 
 // Group runs rounds of do. The zero Group is not usable: use New.
 type Group[T any] struct {
-	do func() (T, error)
+	do func(callers int) (T, error)
 
 	mu      sync.Mutex
 	next    *round[T] // the round the next callers join; nil: none yet
@@ -27,11 +27,12 @@ type round[T any] struct {
 	done    chan struct{}
 	val     T
 	err     error
-	callers int // joined so far (tests)
+	callers int // joined so far; fixed once the round is taken to run
 }
 
-// New returns a group whose rounds call do.
-func New[T any](do func() (T, error)) *Group[T] { return &Group[T]{do: do} }
+// New returns a group whose rounds call do, telling it how many callers
+// share the round (for metrics: how well rounds batch).
+func New[T any](do func(callers int) (T, error)) *Group[T] { return &Group[T]{do: do} }
 
 // Do returns the answer of a round that began after the call, or ctx's
 // error when ctx ends first (the round goes on for the others).
@@ -70,7 +71,8 @@ func (g *Group[T]) run() {
 			return
 		}
 		g.mu.Unlock()
-		r.val, r.err = g.do()
+		// No caller joins r once it is no longer next: callers is final.
+		r.val, r.err = g.do(r.callers)
 		close(r.done)
 	}
 }

@@ -17,11 +17,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // caller is answered by a round that began before it arrived.
 func TestCallersShareARoundThatBeganAfterThem(t *testing.T) {
 	var n atomic.Int64
-	started := make(chan struct{}, 10)
+	started := make(chan int, 10) // each round's callers, as do is told
 	release := make(chan error)
-	g := New(func() (int64, error) {
+	g := New(func(callers int) (int64, error) {
 		k := n.Add(1)
-		started <- struct{}{}
+		started <- callers
 		return k, <-release
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -34,7 +34,9 @@ func TestCallersShareARoundThatBeganAfterThem(t *testing.T) {
 		}
 		first <- err
 	}()
-	<-started // round 1 runs, for the first caller only
+	if c := <-started; c != 1 { // round 1 runs, for the first caller only
+		t.Fatalf("round 1 told of %d callers, want 1", c)
+	}
 	var wg sync.WaitGroup
 	var answered atomic.Int64
 	type answer struct {
@@ -56,7 +58,9 @@ func TestCallersShareARoundThatBeganAfterThem(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	<-started // round 2: all 50 at once
+	if c := <-started; c != 50 { // round 2: all 50 at once
+		t.Fatalf("round 2 told of %d callers, want 50", c)
+	}
 	if a := answered.Load(); a != 0 {
 		t.Fatalf("%d callers answered by a round that began before they arrived", a)
 	}
@@ -98,7 +102,7 @@ func waitCallers(t *testing.T, g *Group[int64], n int) {
 // for the others, and the group's goroutine ends once no one waits.
 func TestCallerGivesUp(t *testing.T) {
 	release := make(chan struct{})
-	g := New(func() (struct{}, error) { <-release; return struct{}{}, nil })
+	g := New(func(int) (struct{}, error) { <-release; return struct{}{}, nil })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { _, err := g.Do(ctx); done <- err }()
@@ -116,7 +120,7 @@ func TestCallerGivesUp(t *testing.T) {
 // round that began after it called (race detector; goleak at exit).
 func TestManyCallers(t *testing.T) {
 	var began atomic.Int64 // rounds begun
-	g := New(func() (int64, error) { return began.Add(1), nil })
+	g := New(func(int) (int64, error) { return began.Add(1), nil })
 	var wg sync.WaitGroup
 	for i := 0; i < 32; i++ {
 		wg.Add(1)
@@ -138,7 +142,7 @@ func TestManyCallers(t *testing.T) {
 // The cost of sharing one round per caller, with rounds as fast as the
 // callers (make a round take longer and more callers share it).
 func BenchmarkDo(b *testing.B) {
-	g := New(func() (struct{}, error) { return struct{}{}, nil })
+	g := New(func(int) (struct{}, error) { return struct{}{}, nil })
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.SetParallelism(16)
