@@ -1,9 +1,29 @@
 package mux
 
+import "time"
+
 // HasStream reports whether c has an open stream (for tests that wait
 // for one to end).
 func (c *Conn) HasStream() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.cur != nil
+}
+
+// Extras is the number of extra workers running (see dispatch).
+func (s *Server) Extras() int64 { return s.extras.Load() }
+
+// Waiting is the number of workers (long-lived and extra) waiting for a
+// call.
+func (s *Server) Waiting() int64 { return s.waiting.Load() }
+
+// Workers is the number of long-lived workers a Server starts.
+const Workers = workers
+
+// SetExtraIdle sets how long extra workers wait for a call, until the
+// returned restore.
+func SetExtraIdle(d time.Duration) (restore func()) {
+	old := extraIdle
+	extraIdle = d
+	return func() { extraIdle = old }
 }

@@ -335,3 +335,101 @@ func TestMethodNotOnTheStreamGoesUnary(t *testing.T) {
 		t.Fatalf("%d calls counted as answered on the stream", m.StreamCalls())
 	}
 }
+
+// More calls in flight than workers: every call is answered; the extra
+// workers started for them stay and serve the next calls (not one new
+// goroutine, with a stack to grow, per call), end once idle, and end at
+// Close.
+func TestExtraWorkersServeLaterCalls(t *testing.T) {
+	restore := mux.SetExtraIdle(time.Hour)
+	defer restore()
+	f := newFake()
+	cc, ms := fakeServer(t, f, false)
+	m := mux.NewConn(cc)
+	defer m.Close()
+	untilStream(t, m, func() error { _, err := list(context.Background(), m, "warm"); return err })
+
+	n := mux.Workers + 72
+	batch := func() {
+		errs := make(chan error, n)
+		for range n {
+			go func() { _, err := list(context.Background(), m, "block"); errs <- err }()
+		}
+		for range n {
+			<-f.entered // all n run at once
+		}
+		for range n {
+			f.release <- struct{}{}
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatalf("a call: %v", err)
+			}
+		}
+	}
+	batch()
+	first := ms.Extras()
+	if first < 72 {
+		t.Fatalf("%d extra workers for %d calls in flight and %d workers, want at least 72", first, n, mux.Workers)
+	}
+	// Every worker back to waiting before the next batch, so that the
+	// next calls can only find them busy if they were not reused.
+	deadline := time.Now().Add(10 * time.Second)
+	for ms.Waiting() != int64(mux.Workers)+ms.Extras() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d workers waiting, want %d + %d", ms.Waiting(), mux.Workers, ms.Extras())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	batch()
+	if again := ms.Extras(); again > first {
+		t.Fatalf("extra workers %d -> %d: the second batch started new ones instead of reusing them", first, again)
+	}
+	if m.StreamCalls() < uint64(2*n) {
+		t.Fatalf("%d calls on the stream, want the %d of the batches", m.StreamCalls(), 2*n)
+	}
+	ms.Drain()
+	ms.Close()
+	deadline = time.Now().Add(10 * time.Second)
+	for ms.Extras() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d extra workers still running after Close", ms.Extras())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Extra workers end once idle for a while.
+func TestExtraWorkersEndWhenIdle(t *testing.T) {
+	restore := mux.SetExtraIdle(20 * time.Millisecond)
+	defer restore()
+	f := newFake()
+	cc, ms := fakeServer(t, f, false)
+	m := mux.NewConn(cc)
+	defer m.Close()
+	untilStream(t, m, func() error { _, err := list(context.Background(), m, "warm"); return err })
+	n := mux.Workers + 8
+	errs := make(chan error, n)
+	for range n {
+		go func() { _, err := list(context.Background(), m, "block"); errs <- err }()
+	}
+	for range n {
+		<-f.entered
+	}
+	if ms.Extras() < 8 {
+		t.Fatalf("%d extra workers for %d calls in flight, want at least 8", ms.Extras(), n)
+	}
+	close(f.release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ms.Extras() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d extra workers still running, idle", ms.Extras())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

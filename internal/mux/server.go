@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -64,15 +65,24 @@ type Server struct {
 	drainOnce sync.Once
 	drain     chan struct{} // closed by Drain
 
-	jobsMu sync.RWMutex
-	jobs   chan job // to the idle workers; nil once closed
+	jobsMu  sync.RWMutex
+	jobs    chan job     // to the idle workers; nil once closed
+	extras  atomic.Int64 // extra workers running (tests)
+	waiting atomic.Int64 // workers waiting for a call (tests)
 }
 
 // workers is the number of long-lived goroutines that run calls: a call
 // on a new goroutine would start on a small stack and grow it (copy it)
 // every time, 11 % of a leader's CPU under the pairs benchmark. A call
-// that finds every worker busy runs on a goroutine of its own.
+// that finds every worker busy starts an extra worker, which stays for
+// later calls until it has been idle for extraIdle: with more calls in
+// flight than workers (256 readers), starting each on a new goroutine
+// cost the same 11 % again.
 const workers = 128
+
+// extraIdle is how long an extra worker waits for a call before it ends
+// (a variable for tests).
+var extraIdle = 10 * time.Second
 
 type job struct {
 	st     *serverStream
@@ -96,7 +106,13 @@ func NewServer(cfg ServerConfig) *Server {
 
 // work runs calls until Close.
 func (s *Server) work(jobs <-chan job) {
-	for j := range jobs {
+	for {
+		s.waiting.Add(1)
+		j, ok := <-jobs
+		s.waiting.Add(-1)
+		if !ok {
+			return
+		}
 		j.st.run(j.ctx, j.cancel, j.c, j.m)
 	}
 }
@@ -301,19 +317,48 @@ func (st *serverStream) refuse(id uint64, notRun bool, err error) {
 	st.send(&pb.MuxResult{Id: id, Status: statusBytes(err), NotRun: notRun})
 }
 
-// dispatch hands j to an idle worker, or to a new goroutine.
+// dispatch hands j to an idle worker, or to a new extra worker.
 func (s *Server) dispatch(j job) {
 	s.jobsMu.RLock()
-	if s.jobs != nil {
+	jobs := s.jobs
+	if jobs != nil {
 		select {
-		case s.jobs <- j:
+		case jobs <- j:
 			s.jobsMu.RUnlock()
 			return
 		default:
 		}
 	}
 	s.jobsMu.RUnlock()
-	go j.st.run(j.ctx, j.cancel, j.c, j.m)
+	go s.extraWork(j, jobs)
+}
+
+// extraWork runs j, then takes calls from jobs (nil: none, the server is
+// closed) until it has waited extraIdle for one, or Close.
+func (s *Server) extraWork(j job, jobs <-chan job) {
+	s.extras.Add(1)
+	defer s.extras.Add(-1)
+	j.st.run(j.ctx, j.cancel, j.c, j.m)
+	if jobs == nil {
+		return
+	}
+	idle := time.NewTimer(extraIdle)
+	defer idle.Stop()
+	for {
+		s.waiting.Add(1)
+		select {
+		case j, ok := <-jobs:
+			s.waiting.Add(-1)
+			if !ok {
+				return
+			}
+			j.st.run(j.ctx, j.cancel, j.c, j.m)
+			idle.Reset(extraIdle)
+		case <-idle.C:
+			s.waiting.Add(-1)
+			return
+		}
+	}
 }
 
 // run runs one call through the method's handler and the interceptors,
