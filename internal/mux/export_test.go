@@ -20,10 +20,10 @@ func (s *Server) Waiting() int64 { return s.waiting.Load() }
 // Workers is the number of long-lived workers a Server starts.
 const Workers = workers
 
-// SetExtraIdle sets how long extra workers wait for a call, until the
-// returned restore.
-func SetExtraIdle(d time.Duration) (restore func()) {
-	old := extraIdle
-	extraIdle = d
-	return func() { extraIdle = old }
+// SetExtraIdle sets how long extra workers wait for a call, and how many
+// may stay to wait, until the returned restore.
+func SetExtraIdle(d time.Duration, most int64) (restore func()) {
+	oldIdle, oldMost := extraIdle, maxExtras
+	extraIdle, maxExtras = d, most
+	return func() { extraIdle, maxExtras = oldIdle, oldMost }
 }

@@ -341,7 +341,7 @@ func TestMethodNotOnTheStreamGoesUnary(t *testing.T) {
 // goroutine, with a stack to grow, per call), end once idle, and end at
 // Close.
 func TestExtraWorkersServeLaterCalls(t *testing.T) {
-	restore := mux.SetExtraIdle(time.Hour)
+	restore := mux.SetExtraIdle(time.Hour, 1024)
 	defer restore()
 	f := newFake()
 	cc, ms := fakeServer(t, f, false)
@@ -401,7 +401,7 @@ func TestExtraWorkersServeLaterCalls(t *testing.T) {
 
 // Extra workers end once idle for a while.
 func TestExtraWorkersEndWhenIdle(t *testing.T) {
-	restore := mux.SetExtraIdle(20 * time.Millisecond)
+	restore := mux.SetExtraIdle(20*time.Millisecond, 1024)
 	defer restore()
 	f := newFake()
 	cc, ms := fakeServer(t, f, false)
@@ -429,6 +429,40 @@ func TestExtraWorkersEndWhenIdle(t *testing.T) {
 	for ms.Extras() != 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d extra workers still running, idle", ms.Extras())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Beyond the most extra workers that may stay, an extra worker ends after
+// its call.
+func TestExtraWorkersBeyondTheMostEnd(t *testing.T) {
+	restore := mux.SetExtraIdle(time.Hour, 4)
+	defer restore()
+	f := newFake()
+	cc, ms := fakeServer(t, f, false)
+	m := mux.NewConn(cc)
+	defer m.Close()
+	untilStream(t, m, func() error { _, err := list(context.Background(), m, "warm"); return err })
+	n := mux.Workers + 12
+	errs := make(chan error, n)
+	for range n {
+		go func() { _, err := list(context.Background(), m, "block"); errs <- err }()
+	}
+	for range n {
+		<-f.entered
+	}
+	close(f.release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first 4 stay (they wait an hour); the other 8 end.
+	deadline := time.Now().Add(10 * time.Second)
+	for ms.Extras() != 4 || ms.Waiting() != int64(mux.Workers)+4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d extra workers, %d waiting, want 4 staying", ms.Extras(), ms.Waiting())
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -80,9 +80,14 @@ type Server struct {
 // cost the same 11 % again.
 const workers = 128
 
-// extraIdle is how long an extra worker waits for a call before it ends
-// (a variable for tests).
-var extraIdle = 10 * time.Second
+// extraIdle is how long an extra worker waits for a call before it ends;
+// beyond maxExtras running, an extra worker ends after its call (so a
+// burst of calls does not leave its goroutines and their stacks behind
+// for extraIdle). Variables for tests.
+var (
+	extraIdle = 10 * time.Second
+	maxExtras = int64(1024)
+)
 
 type job struct {
 	st     *serverStream
@@ -336,10 +341,10 @@ func (s *Server) dispatch(j job) {
 // extraWork runs j, then takes calls from jobs (nil: none, the server is
 // closed) until it has waited extraIdle for one, or Close.
 func (s *Server) extraWork(j job, jobs <-chan job) {
-	s.extras.Add(1)
+	n := s.extras.Add(1)
 	defer s.extras.Add(-1)
 	j.st.run(j.ctx, j.cancel, j.c, j.m)
-	if jobs == nil {
+	if jobs == nil || n > maxExtras {
 		return
 	}
 	idle := time.NewTimer(extraIdle)
