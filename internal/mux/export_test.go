@@ -23,7 +23,6 @@ const Workers = workers
 // SetExtraIdle sets how long extra workers wait for a call, and how many
 // may stay to wait, until the returned restore.
 func SetExtraIdle(d time.Duration, most int64) (restore func()) {
-	oldIdle, oldMost := extraIdle, maxExtras
-	extraIdle, maxExtras = d, most
-	return func() { extraIdle, maxExtras = oldIdle, oldMost }
+	oldIdle, oldMost := extraIdle.Swap(int64(d)), maxExtras.Swap(most)
+	return func() { extraIdle.Store(oldIdle); maxExtras.Store(oldMost) }
 }

@@ -83,11 +83,14 @@ const workers = 128
 // extraIdle is how long an extra worker waits for a call before it ends;
 // beyond maxExtras running, an extra worker ends after its call (so a
 // burst of calls does not leave its goroutines and their stacks behind
-// for extraIdle). Variables for tests.
-var (
-	extraIdle = 10 * time.Second
-	maxExtras = int64(1024)
-)
+// for extraIdle). Atomic, so that tests may change them while workers of
+// earlier tests end.
+var extraIdle, maxExtras atomic.Int64
+
+func init() {
+	extraIdle.Store(int64(10 * time.Second))
+	maxExtras.Store(1024)
+}
 
 type job struct {
 	st     *serverStream
@@ -344,10 +347,11 @@ func (s *Server) extraWork(j job, jobs <-chan job) {
 	n := s.extras.Add(1)
 	defer s.extras.Add(-1)
 	j.st.run(j.ctx, j.cancel, j.c, j.m)
-	if jobs == nil || n > maxExtras {
+	if jobs == nil || n > maxExtras.Load() {
 		return
 	}
-	idle := time.NewTimer(extraIdle)
+	wait := time.Duration(extraIdle.Load())
+	idle := time.NewTimer(wait)
 	defer idle.Stop()
 	for {
 		s.waiting.Add(1)
@@ -358,7 +362,7 @@ func (s *Server) extraWork(j job, jobs <-chan job) {
 				return
 			}
 			j.st.run(j.ctx, j.cancel, j.c, j.m)
-			idle.Reset(extraIdle)
+			idle.Reset(wait)
 		case <-idle.C:
 			s.waiting.Add(-1)
 			return
