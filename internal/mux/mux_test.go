@@ -341,47 +341,17 @@ func TestMethodNotOnTheStreamGoesUnary(t *testing.T) {
 // goroutine, with a stack to grow, per call), end once idle, and end at
 // Close.
 func TestExtraWorkersServeLaterCalls(t *testing.T) {
-	restore := mux.SetExtraIdle(time.Hour, 1024)
-	defer restore()
-	f := newFake()
-	cc, ms := fakeServer(t, f, false)
-	m := mux.NewConn(cc)
-	defer m.Close()
-	untilStream(t, m, func() error { _, err := list(context.Background(), m, "warm"); return err })
-
+	f, ms, m := extraCase(t, time.Hour, 1024)
 	n := mux.Workers + 72
-	batch := func() {
-		errs := make(chan error, n)
-		for range n {
-			go func() { _, err := list(context.Background(), m, "block"); errs <- err }()
-		}
-		for range n {
-			<-f.entered // all n run at once
-		}
-		for range n {
-			f.release <- struct{}{}
-		}
-		for range n {
-			if err := <-errs; err != nil {
-				t.Fatalf("a call: %v", err)
-			}
-		}
-	}
-	batch()
+	blockedBatch(t, f, m, n, nil)
 	first := ms.Extras()
 	if first < 72 {
 		t.Fatalf("%d extra workers for %d calls in flight and %d workers, want at least 72", first, n, mux.Workers)
 	}
 	// Every worker back to waiting before the next batch, so that the
 	// next calls can only find them busy if they were not reused.
-	deadline := time.Now().Add(10 * time.Second)
-	for ms.Waiting() != int64(mux.Workers)+ms.Extras() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d workers waiting, want %d + %d", ms.Waiting(), mux.Workers, ms.Extras())
-		}
-		time.Sleep(time.Millisecond)
-	}
-	batch()
+	waitUntil(t, "every worker waiting", func() bool { return ms.Waiting() == int64(mux.Workers)+ms.Extras() })
+	blockedBatch(t, f, m, n, nil)
 	if again := ms.Extras(); again > first {
 		t.Fatalf("extra workers %d -> %d: the second batch started new ones instead of reusing them", first, again)
 	}
@@ -390,61 +360,51 @@ func TestExtraWorkersServeLaterCalls(t *testing.T) {
 	}
 	ms.Drain()
 	ms.Close()
-	deadline = time.Now().Add(10 * time.Second)
-	for ms.Extras() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d extra workers still running after Close", ms.Extras())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "no extra worker after Close", func() bool { return ms.Extras() == 0 })
 }
 
 // Extra workers end once idle for a while.
 func TestExtraWorkersEndWhenIdle(t *testing.T) {
-	restore := mux.SetExtraIdle(20*time.Millisecond, 1024)
-	defer restore()
-	f := newFake()
-	cc, ms := fakeServer(t, f, false)
-	m := mux.NewConn(cc)
-	defer m.Close()
-	untilStream(t, m, func() error { _, err := list(context.Background(), m, "warm"); return err })
+	f, ms, m := extraCase(t, 20*time.Millisecond, 1024)
 	n := mux.Workers + 8
-	errs := make(chan error, n)
-	for range n {
-		go func() { _, err := list(context.Background(), m, "block"); errs <- err }()
-	}
-	for range n {
-		<-f.entered
-	}
-	if ms.Extras() < 8 {
-		t.Fatalf("%d extra workers for %d calls in flight, want at least 8", ms.Extras(), n)
-	}
-	close(f.release)
-	for range n {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
+	blockedBatch(t, f, m, n, func() {
+		if ms.Extras() < 8 {
+			t.Errorf("%d extra workers for %d calls in flight, want at least 8", ms.Extras(), n)
 		}
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for ms.Extras() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d extra workers still running, idle", ms.Extras())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	})
+	waitUntil(t, "no extra worker once idle", func() bool { return ms.Extras() == 0 })
 }
 
 // Beyond the most extra workers that may stay, an extra worker ends after
 // its call.
 func TestExtraWorkersBeyondTheMostEnd(t *testing.T) {
-	restore := mux.SetExtraIdle(time.Hour, 4)
-	defer restore()
+	f, ms, m := extraCase(t, time.Hour, 4)
+	blockedBatch(t, f, m, mux.Workers+12, nil)
+	// The first 4 stay (they wait an hour); the other 8 end.
+	waitUntil(t, "4 extra workers staying, waiting", func() bool {
+		return ms.Extras() == 4 && ms.Waiting() == int64(mux.Workers)+4
+	})
+}
+
+// extraCase is a fake server whose extra workers wait idle for idle and of
+// which at most most stay (restored after the test), and a connection
+// whose stream to it is up.
+func extraCase(t *testing.T, idle time.Duration, most int64) (*fakeAPI, *mux.Server, *mux.Conn) {
+	t.Helper()
+	t.Cleanup(mux.SetExtraIdle(idle, most)) // runs after the server's cleanup
 	f := newFake()
 	cc, ms := fakeServer(t, f, false)
 	m := mux.NewConn(cc)
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
 	untilStream(t, m, func() error { _, err := list(context.Background(), m, "warm"); return err })
-	n := mux.Workers + 12
+	return f, ms, m
+}
+
+// blockedBatch sends n calls that all block in the handler at once, runs
+// whileBlocked (if any) then, answers them all, and fails unless each
+// succeeded.
+func blockedBatch(t *testing.T, f *fakeAPI, m *mux.Conn, n int, whileBlocked func()) {
+	t.Helper()
 	errs := make(chan error, n)
 	for range n {
 		go func() { _, err := list(context.Background(), m, "block"); errs <- err }()
@@ -452,17 +412,26 @@ func TestExtraWorkersBeyondTheMostEnd(t *testing.T) {
 	for range n {
 		<-f.entered
 	}
-	close(f.release)
+	if whileBlocked != nil {
+		whileBlocked()
+	}
+	for range n {
+		f.release <- struct{}{}
+	}
 	for range n {
 		if err := <-errs; err != nil {
-			t.Fatal(err)
+			t.Fatalf("a call: %v", err)
 		}
 	}
-	// The first 4 stay (they wait an hour); the other 8 end.
+}
+
+// waitUntil polls cond until it holds, and fails after 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for ms.Extras() != 4 || ms.Waiting() != int64(mux.Workers)+4 {
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d extra workers, %d waiting, want 4 staying", ms.Extras(), ms.Waiting())
+			t.Fatalf("not within 10 s: %s", what)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -67,7 +67,7 @@ type Server struct {
 
 	jobsMu  sync.RWMutex
 	jobs    chan job     // to the idle workers; nil once closed
-	extras  atomic.Int64 // extra workers running (tests)
+	extras  atomic.Int64 // extra workers running (for maxExtras, and tests)
 	waiting atomic.Int64 // workers waiting for a call (tests)
 }
 
