@@ -149,9 +149,12 @@ func (c *Conn) stream() *clientStream {
 
 func (c *Conn) open() {
 	ctx, cancel := context.WithCancel(context.Background())
-	cs, err := c.cc.NewStream(ctx, &pb.MuxService_ServiceDesc.Streams[0], pb.MuxService_Calls_FullMethodName)
+	// Results may come batched (an older server ignores this).
+	sctx := metadata.AppendToOutgoingContext(ctx, batchKey, "1")
+	cs, err := c.cc.NewStream(sctx, &pb.MuxService_ServiceDesc.Streams[0], pb.MuxService_Calls_FullMethodName)
+	var header metadata.MD
 	if err == nil {
-		_, err = cs.Header() // the server sends its header at once; an old server ends the stream
+		header, err = cs.Header() // the server sends its header at once; an old server ends the stream
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -166,6 +169,9 @@ func (c *Conn) open() {
 		return
 	}
 	s := &clientStream{conn: c, cs: cs, cancel: cancel, pending: map[uint64]*pendingCall{}}
+	v := header.Get(batchKey)
+	s.batching = len(v) > 0 && v[0] == "1"
+	s.out = newOutbox(s.write)
 	c.cur = s
 	go s.receive()
 }
@@ -181,10 +187,11 @@ func (c *Conn) lost(s *clientStream) {
 }
 
 type pendingCall struct {
-	done   chan struct{}
-	res    *pb.MuxResult
-	err    error
-	notRun bool // the stream ended NOT_SENT without an answer: the call was not run
+	done    chan struct{}
+	res     *pb.MuxResult
+	err     error
+	notRun  bool // never written, or the stream ended NOT_SENT without an answer: the call was not run
+	written bool // handed to the stream (under clientStream.mu): the server may run it
 }
 
 // abandoned stands for a call whose caller gave up (its context ended):
@@ -197,12 +204,16 @@ type clientStream struct {
 	cs     grpc.ClientStream
 	cancel context.CancelFunc
 
-	sendMu sync.Mutex
+	out      *outbox[outCall]
+	batching bool // the server takes calls batched
 
 	mu      sync.Mutex
 	nextID  uint64
 	pending map[uint64]*pendingCall
 	ended   error // set once the stream ended; every later call fails with it
+	// endedNotRun: the stream ended NOT_SENT, so a call without a result
+	// was not run.
+	endedNotRun bool
 }
 
 // call sends one call and waits for its result. ok false: the call was not
@@ -235,15 +246,7 @@ func (s *clientStream) call(ctx context.Context, method string, req proto.Messag
 	s.pending[m.Id] = p
 	s.mu.Unlock()
 
-	s.sendMu.Lock()
-	err = s.cs.SendMsg(m)
-	s.sendMu.Unlock()
-	if err != nil {
-		// Not written: the stream had ended. The receiver fails the
-		// other calls; this one goes unary.
-		s.forget(m.Id)
-		return nil, nil, false
-	}
+	s.out.put(outCall{m: m, p: p})
 	select {
 	case <-p.done:
 		if p.notRun || (p.res != nil && p.res.NotRun) {
@@ -256,21 +259,68 @@ func (s *clientStream) call(ctx context.Context, method string, req proto.Messag
 			s.pending[m.Id] = abandoned
 		}
 		s.mu.Unlock()
-		go s.sendCancel(m.Id)
+		// Best effort (the server ends the call at its deadline anyway),
+		// after the call itself, and without keeping this caller writing.
+		go s.out.put(outCall{m: &pb.MuxCall{Id: m.Id, Cancel: true}})
 		return nil, status.FromContextError(ctx.Err()).Err(), true
 	}
 }
 
-func (s *clientStream) forget(id uint64) {
-	s.mu.Lock()
-	delete(s.pending, id)
-	s.mu.Unlock()
+// outCall is a call (or a cancel: p nil) waiting in the outbox.
+type outCall struct {
+	m *pb.MuxCall
+	p *pendingCall
 }
 
-func (s *clientStream) sendCancel(id uint64) {
-	s.sendMu.Lock()
-	defer s.sendMu.Unlock()
-	_ = s.cs.SendMsg(&pb.MuxCall{Id: id, Cancel: true}) // best effort: the server ends it at its deadline anyway
+// write sends a batch of the outbox: as one message when the server takes
+// batches, else one message each; then settles each call by whether it
+// was written.
+func (s *clientStream) write(cs []outCall) {
+	if !s.batching || len(cs) == 1 {
+		for i := range cs {
+			s.settle(cs[i:i+1], s.cs.SendMsg(cs[i].m))
+		}
+		return
+	}
+	chunks(cs, func(c outCall) int { return proto.Size(c.m) }, func(run []outCall) {
+		if len(run) == 1 {
+			s.settle(run, s.cs.SendMsg(run[0].m))
+			return
+		}
+		b := &pb.MuxCall{Batch: make([]*pb.MuxCall, len(run))}
+		for i, c := range run {
+			b.Batch[i] = c.m
+		}
+		s.settle(run, s.cs.SendMsg(b))
+	})
+}
+
+// settle records the outcome of writing cs. A failed write means the
+// stream had ended and the calls were not written: each goes as a unary
+// call. A written call waits for its result, unless the stream ended
+// while it was being written (end leaves calls not yet written to their
+// writer): then its outcome is unknown, as for every call in flight.
+func (s *clientStream) settle(cs []outCall, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range cs {
+		p := c.p
+		if p == nil || s.pending[c.m.Id] != p {
+			continue // a cancel; or answered already, or its caller gave up
+		}
+		switch {
+		case err != nil:
+			delete(s.pending, c.m.Id)
+			p.notRun = true
+			close(p.done)
+		case s.ended != nil:
+			delete(s.pending, c.m.Id)
+			p.err, p.notRun = s.ended, s.endedNotRun
+			close(p.done)
+		default:
+			p.written = true
+		}
+	}
 }
 
 // receive hands each result to its call until the stream ends, then fails
@@ -282,14 +332,25 @@ func (s *clientStream) receive() {
 			s.end(err)
 			return
 		}
-		s.mu.Lock()
-		p := s.pending[r.Id]
-		delete(s.pending, r.Id)
-		s.mu.Unlock()
-		if p != nil && p != abandoned {
-			p.res = r
-			close(p.done)
+		if len(r.Batch) == 0 {
+			s.deliver(r)
+			continue
 		}
+		for _, one := range r.Batch {
+			s.deliver(one)
+		}
+	}
+}
+
+// deliver hands r to its call.
+func (s *clientStream) deliver(r *pb.MuxResult) {
+	s.mu.Lock()
+	p := s.pending[r.Id]
+	delete(s.pending, r.Id)
+	s.mu.Unlock()
+	if p != nil && p != abandoned {
+		p.res = r
+		close(p.done)
 	}
 }
 
@@ -306,12 +367,13 @@ func (s *clientStream) end(err error) {
 		err = status.Errorf(codes.Unavailable, "the multiplexed stream ended with the call in flight (it may or may not have run): %v", err)
 	}
 	s.mu.Lock()
-	s.ended = err
-	pending := s.pending
-	s.pending = map[uint64]*pendingCall{}
-	s.mu.Unlock()
-	for _, p := range pending {
-		if p != abandoned {
+	defer s.mu.Unlock()
+	s.ended, s.endedNotRun = err, notRun
+	for id, p := range s.pending {
+		// A call not yet written is left to its writer, which learns
+		// whether it was (settle).
+		if p != abandoned && p.written {
+			delete(s.pending, id)
 			p.err, p.notRun = err, notRun
 			close(p.done)
 		}

@@ -26,3 +26,17 @@ func SetExtraIdle(d time.Duration, most int64) (restore func()) {
 	oldIdle, oldMost := extraIdle.Swap(int64(d)), maxExtras.Swap(most)
 	return func() { extraIdle.Store(oldIdle); maxExtras.Store(oldMost) }
 }
+
+// Queued is the number of calls waiting in the outbox of c's open stream
+// for a writer (0 without a stream).
+func (c *Conn) Queued() int {
+	c.mu.Lock()
+	cur := c.cur
+	c.mu.Unlock()
+	if cur == nil {
+		return 0
+	}
+	cur.out.mu.Lock()
+	defer cur.out.mu.Unlock()
+	return len(cur.out.queue)
+}

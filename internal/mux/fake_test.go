@@ -3,6 +3,7 @@ package mux_test
 import (
 	"context"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ type fakeAPI struct {
 	pb.UnimplementedGrackleServiceServer
 	entered chan struct{}
 	release chan struct{}
+	served  atomic.Int64 // ordinary calls answered
 }
 
 func newFake() *fakeAPI {
@@ -48,6 +50,7 @@ func (f *fakeAPI) ListNamespaces(ctx context.Context, req *pb.ListNamespacesRequ
 	}
 	_ = grpc.SendHeader(ctx, metadata.Pairs("grackle-raft-index", "42"))
 	_ = grpc.SetTrailer(ctx, metadata.Pairs("t", "1"))
+	f.served.Add(1)
 	return &pb.ListNamespacesResponse{Namespaces: []*pb.Namespace{{Name: req.PaginationToken}}}, nil
 }
 
@@ -57,13 +60,23 @@ func fakeServer(t *testing.T, f *fakeAPI, old bool) (*grpc.ClientConn, *mux.Serv
 	return fakeServerWith(t, f, old, 0)
 }
 
-func fakeServerWith(t *testing.T, f *fakeAPI, old bool, idle time.Duration) (*grpc.ClientConn, *mux.Server) {
+func fakeServerWith(t *testing.T, f *fakeAPI, old bool, idle time.Duration, opts ...any) (*grpc.ClientConn, *mux.Server) {
 	t.Helper()
+	var sopts []grpc.ServerOption
+	copts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	for _, o := range opts {
+		switch o := o.(type) {
+		case grpc.ServerOption:
+			sopts = append(sopts, o)
+		case grpc.DialOption:
+			copts = append(copts, o)
+		}
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(sopts...)
 	pb.RegisterGrackleServiceServer(gs, f)
 	ms := mux.NewServer(mux.ServerConfig{NodeID: "fake", IdleTimeout: idle})
 	ms.Register(&pb.GrackleService_ServiceDesc, f)
@@ -71,7 +84,7 @@ func fakeServerWith(t *testing.T, f *fakeAPI, old bool, idle time.Duration) (*gr
 		pb.RegisterMuxServiceServer(gs, ms)
 	}
 	go func() { _ = gs.Serve(lis) }()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(lis.Addr().String(), copts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -166,10 +166,13 @@ func (s *Server) Calls(ss pb.MuxService_CallsServer) error {
 	}
 	// The empty header tells the client at once that this server runs
 	// calls on the stream (a server without MuxService answers Unimplemented).
-	if err := ss.SendHeader(metadata.MD{}); err != nil {
+	// Its grackle-mux-batch says that calls may come batched.
+	if err := ss.SendHeader(metadata.Pairs(batchKey, "1")); err != nil {
 		return err
 	}
 	st := &serverStream{s: s, ss: ss, ctx: ss.Context(), calls: map[uint64]context.CancelFunc{}, stopped: make(chan struct{})}
+	st.batching = wantsBatches(ss.Context())
+	st.out = newOutbox(st.write)
 	st.last = time.Now()
 	recvDone := make(chan error, 1)
 	go func() { recvDone <- st.receive() }()
@@ -222,8 +225,19 @@ type serverStream struct {
 	last     time.Time     // when a call last started or ended
 	running  sync.WaitGroup
 
+	out      *outbox[answer]
+	batching bool // the client takes results batched
+
 	sendMu sync.Mutex
 	closed bool // the handler returned: no more sends
+}
+
+// answer is a result waiting in the outbox; counted: it answers a call
+// counted in running, which ends once the result is written (so that the
+// stream's handler returns only after every result of a call it took).
+type answer struct {
+	r       *pb.MuxResult
+	counted bool
 }
 
 // idleFor reports whether no call has run for d; it then stops the
@@ -261,7 +275,14 @@ func (st *serverStream) receive() error {
 			}
 			return err
 		}
-		st.take(c)
+		if len(c.Batch) == 0 {
+			st.take(c)
+			continue
+		}
+		for _, one := range c.Batch {
+			one.Batch = nil // batches do not nest
+			st.take(one)
+		}
 	}
 }
 
@@ -322,7 +343,7 @@ func (st *serverStream) take(c *pb.MuxCall) {
 // refuse answers call id with err without running it; notRun tells the
 // client it may send the call again (as a unary call, or elsewhere).
 func (st *serverStream) refuse(id uint64, notRun bool, err error) {
-	st.send(&pb.MuxResult{Id: id, Status: statusBytes(err), NotRun: notRun})
+	st.out.put(answer{r: &pb.MuxResult{Id: id, Status: statusBytes(err), NotRun: notRun}})
 }
 
 // dispatch hands j to an idle worker, or to a new extra worker.
@@ -373,7 +394,6 @@ func (s *Server) extraWork(j job, jobs <-chan job) {
 // run runs one call through the method's handler and the interceptors,
 // and answers it.
 func (st *serverStream) run(ctx context.Context, cancel context.CancelFunc, c *pb.MuxCall, m method) {
-	defer st.running.Done()
 	ts := &transportStream{method: c.Method}
 	ctx = grpc.NewContextWithServerTransportStream(ctx, ts)
 	dec := func(v any) error {
@@ -405,7 +425,7 @@ func (st *serverStream) run(ctx context.Context, cancel context.CancelFunc, c *p
 	st.last = time.Now()
 	st.mu.Unlock()
 	cancel()
-	st.send(res)
+	st.out.put(answer{r: res, counted: true})
 }
 
 // callHandler runs the handler, turning a panic into an Internal error as
@@ -420,13 +440,36 @@ func callHandler(ctx context.Context, m method, dec func(any) error, ic grpc.Una
 	return m.handler(m.srv, ctx, dec, ic)
 }
 
-func (st *serverStream) send(r *pb.MuxResult) {
+// write sends a batch of the outbox: as one message when the client takes
+// batches, else one message each. A failed send means the stream is gone;
+// its client learns that.
+func (st *serverStream) write(as []answer) {
 	st.sendMu.Lock()
-	defer st.sendMu.Unlock()
-	if st.closed {
-		return
+	if !st.closed {
+		if st.batching && len(as) > 1 {
+			chunks(as, func(a answer) int { return proto.Size(a.r) }, func(run []answer) {
+				if len(run) == 1 {
+					_ = st.ss.Send(run[0].r)
+					return
+				}
+				b := &pb.MuxResult{Batch: make([]*pb.MuxResult, len(run))}
+				for i, a := range run {
+					b.Batch[i] = a.r
+				}
+				_ = st.ss.Send(b)
+			})
+		} else {
+			for _, a := range as {
+				_ = st.ss.Send(a.r)
+			}
+		}
 	}
-	_ = st.ss.Send(r) // a failed send means the stream is gone; its client learns that
+	st.sendMu.Unlock()
+	for _, a := range as {
+		if a.counted {
+			st.running.Done()
+		}
+	}
 }
 
 func statusBytes(err error) []byte {

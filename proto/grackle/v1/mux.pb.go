@@ -44,7 +44,14 @@ type MuxCall struct {
 	TimeoutMicros int64 `protobuf:"varint,4,opt,name=timeout_micros,json=timeoutMicros,proto3" json:"timeout_micros,omitempty"`
 	// Cancels the call in flight with this id (no result is sent for the
 	// cancel itself; the call's own result, Canceled, may still come).
-	Cancel        bool `protobuf:"varint,5,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	Cancel bool `protobuf:"varint,5,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	// Several calls (or cancels) in one stream message, handled as if each
+	// came in a message of its own, in this order; a message with batch set
+	// carries nothing else. A client sends batches only to a server whose
+	// response header has grackle-mux-batch: 1 (a gRPC stream message has a
+	// fixed cost of its own, a few microseconds of CPU at each end, that
+	// calls sent together share).
+	Batch         []*MuxCall `protobuf:"bytes,6,rep,name=batch,proto3" json:"batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -114,6 +121,13 @@ func (x *MuxCall) GetCancel() bool {
 	return false
 }
 
+func (x *MuxCall) GetBatch() []*MuxCall {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
 type MuxResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -130,7 +144,12 @@ type MuxResult struct {
 	// (shutting down, or the stream closing for idleness: status Unavailable,
 	// reason NOT_SENT), or it does not run this method on the stream
 	// (Unimplemented). The call may be sent again, as a unary call or elsewhere.
-	NotRun        bool `protobuf:"varint,6,opt,name=not_run,json=notRun,proto3" json:"not_run,omitempty"`
+	NotRun bool `protobuf:"varint,6,opt,name=not_run,json=notRun,proto3" json:"not_run,omitempty"`
+	// Several results in one stream message, each exactly as if sent alone;
+	// a message with batch set carries nothing else. The server sends
+	// batches only on a stream opened with the request metadata
+	// grackle-mux-batch: 1.
+	Batch         []*MuxResult `protobuf:"bytes,7,rep,name=batch,proto3" json:"batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -207,6 +226,13 @@ func (x *MuxResult) GetNotRun() bool {
 	return false
 }
 
+func (x *MuxResult) GetBatch() []*MuxResult {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
 type MuxMetadata struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -264,20 +290,22 @@ var File_grackle_v1_mux_proto protoreflect.FileDescriptor
 const file_grackle_v1_mux_proto_rawDesc = "" +
 	"\n" +
 	"\x14grackle/v1/mux.proto\x12\n" +
-	"grackle.v1\"\x8a\x01\n" +
+	"grackle.v1\"\xb5\x01\n" +
 	"\aMuxCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x18\n" +
 	"\arequest\x18\x03 \x01(\fR\arequest\x12%\n" +
 	"\x0etimeout_micros\x18\x04 \x01(\x03R\rtimeoutMicros\x12\x16\n" +
-	"\x06cancel\x18\x05 \x01(\bR\x06cancel\"\xcc\x01\n" +
+	"\x06cancel\x18\x05 \x01(\bR\x06cancel\x12)\n" +
+	"\x05batch\x18\x06 \x03(\v2\x13.grackle.v1.MuxCallR\x05batch\"\xf9\x01\n" +
 	"\tMuxResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1a\n" +
 	"\bresponse\x18\x02 \x01(\fR\bresponse\x12\x16\n" +
 	"\x06status\x18\x03 \x01(\fR\x06status\x12/\n" +
 	"\x06header\x18\x04 \x03(\v2\x17.grackle.v1.MuxMetadataR\x06header\x121\n" +
 	"\atrailer\x18\x05 \x03(\v2\x17.grackle.v1.MuxMetadataR\atrailer\x12\x17\n" +
-	"\anot_run\x18\x06 \x01(\bR\x06notRun\"7\n" +
+	"\anot_run\x18\x06 \x01(\bR\x06notRun\x12+\n" +
+	"\x05batch\x18\a \x03(\v2\x15.grackle.v1.MuxResultR\x05batch\"7\n" +
 	"\vMuxMetadata\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
 	"\x06values\x18\x02 \x03(\tR\x06values2E\n" +
@@ -304,15 +332,17 @@ var file_grackle_v1_mux_proto_goTypes = []any{
 	(*MuxMetadata)(nil), // 2: grackle.v1.MuxMetadata
 }
 var file_grackle_v1_mux_proto_depIdxs = []int32{
-	2, // 0: grackle.v1.MuxResult.header:type_name -> grackle.v1.MuxMetadata
-	2, // 1: grackle.v1.MuxResult.trailer:type_name -> grackle.v1.MuxMetadata
-	0, // 2: grackle.v1.MuxService.Calls:input_type -> grackle.v1.MuxCall
-	1, // 3: grackle.v1.MuxService.Calls:output_type -> grackle.v1.MuxResult
-	3, // [3:4] is the sub-list for method output_type
-	2, // [2:3] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	0, // 0: grackle.v1.MuxCall.batch:type_name -> grackle.v1.MuxCall
+	2, // 1: grackle.v1.MuxResult.header:type_name -> grackle.v1.MuxMetadata
+	2, // 2: grackle.v1.MuxResult.trailer:type_name -> grackle.v1.MuxMetadata
+	1, // 3: grackle.v1.MuxResult.batch:type_name -> grackle.v1.MuxResult
+	0, // 4: grackle.v1.MuxService.Calls:input_type -> grackle.v1.MuxCall
+	1, // 5: grackle.v1.MuxService.Calls:output_type -> grackle.v1.MuxResult
+	5, // [5:6] is the sub-list for method output_type
+	4, // [4:5] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_grackle_v1_mux_proto_init() }
