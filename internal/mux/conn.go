@@ -171,7 +171,7 @@ func (c *Conn) open() {
 	s := &clientStream{conn: c, cs: cs, cancel: cancel, pending: map[uint64]*pendingCall{}}
 	v := header.Get(batchKey)
 	s.batching = len(v) > 0 && v[0] == "1"
-	s.out = newOutbox(s.write)
+	s.out = newOutbox(s.write, 0) // at most MaxInFlight calls and their cancels
 	c.cur = s
 	go s.receive()
 }

@@ -24,6 +24,15 @@ type outbox[T any] struct {
 	// by one goroutine at a time and must not keep the slice.
 	write func([]T)
 
+	// limit bounds the queue (0: none): put waits while this many wait
+	// for a writer that is busy. A server's receive loop answers a call
+	// it refuses through the outbox; without the bound, a client that
+	// sends calls and never reads their results (the writer blocked by
+	// flow control) would grow the queue without end, where a synchronous
+	// send held the loop back.
+	limit int
+	room  *sync.Cond // signalled when the writer takes the queue
+
 	mu    sync.Mutex
 	queue []T
 	busy  bool // a goroutine is writing; it will take what is queued
@@ -37,12 +46,19 @@ type outbox[T any] struct {
 // others for as long as they keep coming.
 const writerPasses = 4
 
-func newOutbox[T any](write func([]T)) *outbox[T] { return &outbox[T]{write: write} }
+func newOutbox[T any](write func([]T), limit int) *outbox[T] {
+	o := &outbox[T]{write: write, limit: limit}
+	o.room = sync.NewCond(&o.mu)
+	return o
+}
 
 // put queues v and, when no one is writing, writes it (and whatever comes
 // meanwhile) before it returns.
 func (o *outbox[T]) put(v T) {
 	o.mu.Lock()
+	for o.limit > 0 && o.busy && len(o.queue) >= o.limit {
+		o.room.Wait()
+	}
 	o.queue = append(o.queue, v)
 	if o.busy {
 		o.mu.Unlock()
@@ -71,6 +87,9 @@ func (o *outbox[T]) flush(passes int) {
 		}
 		batch := o.queue
 		o.queue = o.spare[:0]
+		if o.limit > 0 {
+			o.room.Broadcast()
+		}
 		o.mu.Unlock()
 		o.write(batch)
 		clear(batch) // drop the references for the collector

@@ -172,7 +172,7 @@ func (s *Server) Calls(ss pb.MuxService_CallsServer) error {
 	}
 	st := &serverStream{s: s, ss: ss, ctx: ss.Context(), calls: map[uint64]context.CancelFunc{}, stopped: make(chan struct{})}
 	st.batching = wantsBatches(ss.Context())
-	st.out = newOutbox(st.write)
+	st.out = newOutbox(st.write, 2*MaxInFlight)
 	st.last = time.Now()
 	recvDone := make(chan error, 1)
 	go func() { recvDone <- st.receive() }()
