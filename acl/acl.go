@@ -71,8 +71,9 @@ func withNeed(ctx context.Context, n Need) context.Context {
 
 // SecretFrom returns the bearer secret of ctx's incoming metadata.
 func SecretFrom(ctx context.Context) string {
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get(MetadataKey) {
+	// Only the one key: FromIncomingContext would copy every header of
+	// the call (lower-casing each key), on every call that needs a token.
+	for _, v := range metadata.ValueFromIncomingContext(ctx, MetadataKey) {
 		if scheme, secret, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "bearer") {
 			return strings.TrimSpace(secret)
 		}

@@ -129,7 +129,6 @@ const batchKey = "grackle-mux-batch"
 // wantsBatches reports whether the client that opened the stream of ctx
 // takes batched results.
 func wantsBatches(ctx context.Context) bool {
-	md, _ := metadata.FromIncomingContext(ctx)
-	v := md.Get(batchKey)
+	v := metadata.ValueFromIncomingContext(ctx, batchKey)
 	return len(v) > 0 && v[0] == "1"
 }
