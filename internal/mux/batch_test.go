@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -254,5 +255,36 @@ func TestClientWithoutBatchesGetsOneResultPerMessage(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Fatalf("results for %v, want ids 1..%d", seen, n)
+	}
+}
+
+// A call whose caller gave up while it waited for the stream (its
+// deadline passed before it was written) is not sent, nor its cancel: the
+// server never runs it, as a unary call whose context ended before it
+// went out.
+func TestCallGivenUpBeforeWrittenIsNotSent(t *testing.T) {
+	f, _, m, _, _, cg := gatedCase(t)
+	served := f.served.Load()
+	held, open := cg.arm(false)
+	first := manyCalls(t, m, "first", 1)
+	<-held
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := list(ctx, m, "late"); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("the call that waited behind a held send: %v, want DeadlineExceeded", err)
+	}
+	cg.reset()
+	open()
+	first()
+	// One more call after it, so that the late call and its cancel would
+	// have been written before this one's answer came.
+	if _, err := list(context.Background(), m, "after"); err != nil {
+		t.Fatal(err)
+	}
+	if msgs, items := cg.counts(); items != 2 {
+		t.Fatalf("%d messages carried %d calls or cancels after the hold, want 2 (the held call and the next), not the late call or its cancel", msgs, items)
+	}
+	if n := f.served.Load() - served; n != 2 {
+		t.Fatalf("the server ran %d calls, want 2: the late call must not run", n)
 	}
 }

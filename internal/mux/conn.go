@@ -274,8 +274,14 @@ type outCall struct {
 
 // write sends a batch of the outbox: as one message when the server takes
 // batches, else one message each; then settles each call by whether it
-// was written.
+// was written. A call whose caller gave up while it waited here is not
+// sent at all (nor its cancel), as a unary call whose context ended
+// before it went out is not: it was never run.
 func (s *clientStream) write(cs []outCall) {
+	cs = s.dropGivenUp(cs)
+	if len(cs) == 0 {
+		return
+	}
 	if !s.batching || len(cs) == 1 {
 		for i := range cs {
 			s.settle(cs[i:i+1], s.cs.SendMsg(cs[i].m))
@@ -293,6 +299,29 @@ func (s *clientStream) write(cs []outCall) {
 		}
 		s.settle(run, s.cs.SendMsg(b))
 	})
+}
+
+// dropGivenUp removes from cs the calls whose callers gave up before they
+// were written, and forgets them (they no longer count in flight), and
+// the cancels of calls that are not in flight: only a call written and
+// not yet answered has one to cancel.
+func (s *clientStream) dropGivenUp(cs []outCall) []outCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept := cs[:0]
+	for _, c := range cs {
+		p := s.pending[c.m.Id]
+		switch {
+		case c.p != nil && p == abandoned:
+			delete(s.pending, c.m.Id)
+			continue
+		case c.p == nil && p != abandoned:
+			continue
+		}
+		kept = append(kept, c)
+	}
+	clear(cs[len(kept):])
+	return kept
 }
 
 // settle records the outcome of writing cs. A failed write means the
