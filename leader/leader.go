@@ -120,7 +120,14 @@ func New(cfg Config, r *raft.Raft, f *fsm.FSM) *Leader {
 	l := &Leader{cfg: cfg, raft: r, fsm: f, log: cfg.Log, clock: c, stop: make(chan struct{})}
 	onRound := onReadRound(cfg.Observer)
 	l.reads = rounds.New(func(reads int) (struct{}, error) {
+		// See confirm.go: VerifyLeader triggers the heartbeats, and the
+		// answers to those sent after since decide.
+		since, term := time.Now(), r.CurrentTerm()
+		servers := r.GetConfiguration().Configuration().Servers
 		err := r.VerifyLeader().Error()
+		if err == nil {
+			err = l.confirmedSince(since, term, servers, l.cfg.ReachableWithin)
+		}
 		if onRound != nil {
 			onRound(ReadRoundEvent{Reads: reads, Err: err})
 		}

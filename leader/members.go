@@ -20,6 +20,8 @@ import (
 // AppendEntries (raftnode.Contacts).
 type PeerContacts interface {
 	Get(id raft.ServerID) (raftnode.PeerContact, bool)
+	// Changed returns a channel closed at the next answer recorded.
+	Changed() <-chan struct{}
 }
 
 // Reach is the leader's count of its voters, at one configuration.

@@ -18,6 +18,15 @@ type PeerContact struct {
 	// LastLog is the peer's last log index as of that answer: what its
 	// answer reported, or the last entry it accepted in that call.
 	LastLog uint64
+	// ConfirmedSent is when the latest AppendEntries that the peer
+	// answered in the term it was sent in (its answer's term the call's:
+	// it had not moved to a later term) was sent, and ConfirmedTerm that
+	// term. The peer handled that call after ConfirmedSent, still in that
+	// term, so no leader of a later term had its vote by then. At proves
+	// less: an answer can be held up in the network for any time after
+	// the peer handled the call.
+	ConfirmedSent time.Time
+	ConfirmedTerm uint64
 }
 
 // Contacts records, per peer, the leader's last answered AppendEntries.
@@ -32,8 +41,9 @@ type PeerContact struct {
 // the heartbeat timeout or so, so a reachable peer's record is always
 // fresh while this node leads.
 type Contacts struct {
-	mu sync.Mutex
-	m  map[raft.ServerID]PeerContact
+	mu      sync.Mutex
+	m       map[raft.ServerID]PeerContact
+	changed chan struct{} // closed at the next record; nil until asked for
 }
 
 func newContacts() *Contacts { return &Contacts{m: map[raft.ServerID]PeerContact{}} }
@@ -46,9 +56,35 @@ func (c *Contacts) Get(id raft.ServerID) (PeerContact, bool) {
 	return pc, ok
 }
 
-func (c *Contacts) record(id raft.ServerID, addr raft.ServerAddress, lastLog uint64, at time.Time) {
+// Changed returns a channel closed at the next answer recorded.
+func (c *Contacts) Changed() <-chan struct{} {
 	c.mu.Lock()
-	c.m[id] = PeerContact{Address: addr, At: at, LastLog: lastLog}
+	defer c.mu.Unlock()
+	if c.changed == nil {
+		c.changed = make(chan struct{})
+	}
+	return c.changed
+}
+
+// record notes an answer that came at at to a call sent at sent in term
+// (sameTerm: the answer's term was the call's).
+func (c *Contacts) record(id raft.ServerID, addr raft.ServerAddress, lastLog uint64, at, sent time.Time, term uint64, sameTerm bool) {
+	c.mu.Lock()
+	pc := c.m[id]
+	if pc.Address != addr {
+		pc = PeerContact{} // another server under this id: nothing it said counts
+	}
+	pc.Address, pc.At, pc.LastLog = addr, at, lastLog
+	// Answers to concurrent calls (a heartbeat beside a replication call)
+	// may come out of order: keep the latest call.
+	if sameTerm && (term > pc.ConfirmedTerm || term == pc.ConfirmedTerm && sent.After(pc.ConfirmedSent)) {
+		pc.ConfirmedSent, pc.ConfirmedTerm = sent, term
+	}
+	c.m[id] = pc
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
 	c.mu.Unlock()
 }
 
@@ -62,6 +98,7 @@ type contactTransport struct {
 }
 
 func (t contactTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	sent := time.Now()
 	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
 	if err == nil {
 		// The follower reports its last index as it was before this call;
@@ -70,7 +107,7 @@ func (t contactTransport) AppendEntries(id raft.ServerID, target raft.ServerAddr
 		if resp.Success && len(args.Entries) > 0 {
 			last = args.Entries[len(args.Entries)-1].Index
 		}
-		t.contacts.record(id, target, last, time.Now())
+		t.contacts.record(id, target, last, time.Now(), sent, args.Term, resp.Term == args.Term)
 	}
 	return err
 }

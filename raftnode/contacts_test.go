@@ -67,3 +67,37 @@ func TestContactsRecordAnsweredAppendEntries(t *testing.T) {
 		t.Fatal("a follower recorded contacts (only a leader sends AppendEntries)")
 	}
 }
+
+// A peer confirms a term with the send time of the latest call it
+// answered in that term: a late answer to an earlier call does not move
+// it back, an answer from a later term (the peer moved on) does not
+// confirm, a later term replaces an earlier one, and another server
+// under the same id starts afresh. Every record wakes Changed.
+func TestContactsConfirmWithTheCallsSendTime(t *testing.T) {
+	c := newContacts()
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	check := func(what string, sent time.Time, term uint64) {
+		t.Helper()
+		pc, _ := c.Get("p")
+		if !pc.ConfirmedSent.Equal(sent) || pc.ConfirmedTerm != term {
+			t.Fatalf("%s: confirmed %v in term %d, want %v in term %d", what, pc.ConfirmedSent.Sub(t0), pc.ConfirmedTerm, sent.Sub(t0), term)
+		}
+	}
+	changed := c.Changed()
+	c.record("p", "a:1", 5, at(10), at(5), 3, true)
+	select {
+	case <-changed:
+	default:
+		t.Fatal("Changed not closed by a record")
+	}
+	check("first answer", at(5), 3)
+	c.record("p", "a:1", 5, at(30), at(2), 3, true) // a late answer to an earlier call
+	check("late answer to an earlier call", at(5), 3)
+	c.record("p", "a:1", 5, at(40), at(35), 4, false) // the peer answered in a later term
+	check("answer in another term", at(5), 3)
+	c.record("p", "a:1", 5, at(50), at(45), 4, true)
+	check("later term", at(45), 4)
+	c.record("p", "b:1", 5, at(60), at(1), 2, false)
+	check("another server under the id", time.Time{}, 0)
+}
