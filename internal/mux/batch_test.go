@@ -105,10 +105,11 @@ func (s gatedClientStream) SendMsg(m any) error {
 // gatedCase is a fake server with a gate on the messages its streams send
 // (sg) and a connection with a gate on its streams' messages (cg), the
 // stream up.
-func gatedCase(t *testing.T) (f *fakeAPI, ms *mux.Server, m *mux.Conn, cc *grpc.ClientConn, sg, cg *gate) {
+func gatedCase(t *testing.T) (f *fakeAPI, ms *mux.Server, m *mux.Conn, sg, cg *gate) {
 	t.Helper()
 	sg, cg = &gate{}, &gate{}
 	f = newFake()
+	var cc *grpc.ClientConn
 	cc, ms = fakeServerWith(t, f, false, 0,
 		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 			return h(srv, gatedServerStream{ss, sg})
@@ -123,7 +124,7 @@ func gatedCase(t *testing.T) (f *fakeAPI, ms *mux.Server, m *mux.Conn, cc *grpc.
 	m = mux.NewConn(cc)
 	t.Cleanup(m.Close)
 	untilStream(t, m, func() error { _, err := list(context.Background(), m, "warm"); return err })
-	return f, ms, m, cc, sg, cg
+	return f, ms, m, sg, cg
 }
 
 // manyCalls starts n calls named prefix0..prefix<n-1> on m and returns a
@@ -153,48 +154,46 @@ func manyCalls(t *testing.T, m *mux.Conn, prefix string, n int) (wait func()) {
 // Results that wait while the stream sends another message go out
 // together in the next one, each to its own call.
 func TestResultsThatWaitShareAMessage(t *testing.T) {
-	f, ms, m, _, sg, _ := gatedCase(t)
-	held, open := sg.arm(false)
+	f, ms, m, sg, _ := gatedCase(t)
 	served := f.served.Load()
-	first := manyCalls(t, m, "first", 1)
-	<-held // its worker is writing, held
-	rest := manyCalls(t, m, "rest", 20)
-	// Every handler ran and every worker but the writer is back waiting:
-	// the 20 results are queued.
-	waitUntil(t, "20 results queued", func() bool {
+	// Every handler ran and every worker but the held writer is back
+	// waiting: the 20 results are queued.
+	waitBehindHeldSend(t, m, sg, "results", func() bool {
 		return f.served.Load() == served+21 && ms.Waiting() == int64(mux.Workers)-1
 	})
-	sg.reset()
-	open()
-	first()
-	rest()
-	if msgs, items := sg.counts(); msgs != 2 || items != 21 {
-		t.Fatalf("%d messages carried %d results, want 2 messages (the held one, then the 20 that waited) and 21", msgs, items)
-	}
 }
 
 // Calls that wait while the client sends another message go out together
 // in the next one.
 func TestCallsThatWaitShareAMessage(t *testing.T) {
-	_, _, m, _, _, cg := gatedCase(t)
-	held, open := cg.arm(false)
+	_, _, m, _, cg := gatedCase(t)
+	waitBehindHeldSend(t, m, cg, "calls", func() bool { return m.Queued() == 20 })
+}
+
+// waitBehindHeldSend holds g's next send (one call's, or its result's),
+// makes 20 more calls, waits until queued says their messages wait behind
+// it, lets it go, and fails unless every call got its own answer and g
+// sent exactly 2 messages carrying the 21: the held one, then the 20.
+func waitBehindHeldSend(t *testing.T, m *mux.Conn, g *gate, what string, queued func() bool) {
+	t.Helper()
+	held, open := g.arm(false)
 	first := manyCalls(t, m, "first", 1)
 	<-held
 	rest := manyCalls(t, m, "rest", 20)
-	waitUntil(t, "20 calls queued", func() bool { return m.Queued() == 20 })
-	cg.reset()
+	waitUntil(t, "20 "+what+" queued", queued)
+	g.reset()
 	open()
 	first()
 	rest()
-	if msgs, items := cg.counts(); msgs != 2 || items != 21 {
-		t.Fatalf("%d messages carried %d calls, want 2 messages (the held one, then the 20 that waited) and 21", msgs, items)
+	if msgs, items := g.counts(); msgs != 2 || items != 21 {
+		t.Fatalf("%d messages carried %d %s, want 2 messages (the held one, then the 20 that waited) and 21", msgs, items, what)
 	}
 }
 
 // Calls whose message was never written (the send failed) were not run:
 // they go as unary calls and are answered.
 func TestUnwrittenCallsGoUnary(t *testing.T) {
-	_, _, m, _, _, cg := gatedCase(t)
+	_, _, m, _, cg := gatedCase(t)
 	before := m.StreamCalls()
 	held, open := cg.arm(true)
 	first := manyCalls(t, m, "first", 1)
@@ -263,7 +262,7 @@ func TestClientWithoutBatchesGetsOneResultPerMessage(t *testing.T) {
 // server never runs it, as a unary call whose context ended before it
 // went out.
 func TestCallGivenUpBeforeWrittenIsNotSent(t *testing.T) {
-	f, _, m, _, _, cg := gatedCase(t)
+	f, _, m, _, cg := gatedCase(t)
 	served := f.served.Load()
 	held, open := cg.arm(false)
 	first := manyCalls(t, m, "first", 1)

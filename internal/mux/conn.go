@@ -282,22 +282,15 @@ func (s *clientStream) write(cs []outCall) {
 	if len(cs) == 0 {
 		return
 	}
-	if !s.batching || len(cs) == 1 {
-		for i := range cs {
-			s.settle(cs[i:i+1], s.cs.SendMsg(cs[i].m))
+	chunks(cs, s.batching, func(c outCall) int { return proto.Size(c.m) }, func(run []outCall) {
+		m := run[0].m
+		if len(run) > 1 {
+			m = &pb.MuxCall{Batch: make([]*pb.MuxCall, len(run))}
+			for i, c := range run {
+				m.Batch[i] = c.m
+			}
 		}
-		return
-	}
-	chunks(cs, func(c outCall) int { return proto.Size(c.m) }, func(run []outCall) {
-		if len(run) == 1 {
-			s.settle(run, s.cs.SendMsg(run[0].m))
-			return
-		}
-		b := &pb.MuxCall{Batch: make([]*pb.MuxCall, len(run))}
-		for i, c := range run {
-			b.Batch[i] = c.m
-		}
-		s.settle(run, s.cs.SendMsg(b))
+		s.settle(run, s.cs.SendMsg(m))
 	})
 }
 

@@ -102,9 +102,18 @@ func (o *outbox[T]) flush(passes int) {
 // default) whatever its calls carry; a message larger than this goes alone.
 const maxBatchBytes = 64 << 10
 
-// chunks calls emit with consecutive runs of items whose sizes add up to
-// at most maxBatchBytes (a run of one when an item alone is larger).
-func chunks[T any](items []T, size func(T) int, emit func([]T)) {
+// chunks calls emit with consecutive runs of items, in order: with
+// batching, runs whose sizes add up to at most maxBatchBytes (a run of one
+// when an item alone is larger); without, or for a lone item, runs of one
+// (and size is not called). The caller sends a run of one as itself and a
+// longer run as one batch message.
+func chunks[T any](items []T, batching bool, size func(T) int, emit func([]T)) {
+	if !batching || len(items) == 1 {
+		for i := range items {
+			emit(items[i : i+1])
+		}
+		return
+	}
 	start, bytes := 0, 0
 	for i, it := range items {
 		n := size(it) + 8 // the field's tag and length

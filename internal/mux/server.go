@@ -446,23 +446,16 @@ func callHandler(ctx context.Context, m method, dec func(any) error, ic grpc.Una
 func (st *serverStream) write(as []answer) {
 	st.sendMu.Lock()
 	if !st.closed {
-		if st.batching && len(as) > 1 {
-			chunks(as, func(a answer) int { return proto.Size(a.r) }, func(run []answer) {
-				if len(run) == 1 {
-					_ = st.ss.Send(run[0].r)
-					return
-				}
-				b := &pb.MuxResult{Batch: make([]*pb.MuxResult, len(run))}
+		chunks(as, st.batching, func(a answer) int { return proto.Size(a.r) }, func(run []answer) {
+			r := run[0].r
+			if len(run) > 1 {
+				r = &pb.MuxResult{Batch: make([]*pb.MuxResult, len(run))}
 				for i, a := range run {
-					b.Batch[i] = a.r
+					r.Batch[i] = a.r
 				}
-				_ = st.ss.Send(b)
-			})
-		} else {
-			for _, a := range as {
-				_ = st.ss.Send(a.r)
 			}
-		}
+			_ = st.ss.Send(r)
+		})
 	}
 	st.sendMu.Unlock()
 	for _, a := range as {

@@ -67,7 +67,7 @@ func (g *Group[T]) run() {
 		// they are mostly callers about to join (calls the stream just
 		// handed to workers), and a round they miss they wait for whole.
 		// One yield took the readers per leadership round from 5.7 to 8.4
-		// and reads/s spread over three members up by 6-9 % (grackle bench
+		// and reads/s spread over three members up by 5-10 % (grackle bench
 		// reads --spread); a second (the callers the first one's goroutines
 		// woke) to 9.6 and another 4-8 %; a third made no difference. With
 		// no one else ready a yield returns at once.
