@@ -79,6 +79,10 @@ type Leader struct {
 
 	term atomic.Pointer[Term]
 
+	// verifySent (tests only; nil otherwise) runs in each read round once
+	// the round's VerifyLeader is handed to raft.
+	verifySent func()
+
 	stopOnce sync.Once
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -124,7 +128,11 @@ func New(cfg Config, r *raft.Raft, f *fsm.FSM) *Leader {
 		// answers to those sent after since decide.
 		since, term := time.Now(), r.CurrentTerm()
 		servers := r.GetConfiguration().Configuration().Servers
-		err := r.VerifyLeader().Error()
+		verify := r.VerifyLeader()
+		if l.verifySent != nil {
+			l.verifySent()
+		}
+		err := verify.Error()
 		if err == nil {
 			err = l.confirmedSince(since, term, servers, l.cfg.ReachableWithin)
 		}

@@ -88,18 +88,35 @@ func (c *Contacts) record(id raft.ServerID, addr raft.ServerAddress, lastLog uin
 	c.mu.Unlock()
 }
 
-// contactTransport is the node's NetworkTransport with every answered
-// AppendEntries recorded. Raft heartbeats use this call (never the
-// pipeline), so every peer is recorded at the heartbeat rate. Embedding
-// keeps the optional interfaces (pre-vote, close) raft looks for.
+// RecordableTransport is a transport RecordContacts can wrap: a
+// raft.Transport with the optional interfaces raft looks for (pre-vote,
+// close), which a wrapper that only embedded raft.Transport would hide.
+// raft.NetworkTransport is one; raft.InmemTransport (tests) another.
+type RecordableTransport interface {
+	raft.Transport
+	raft.WithPreVote
+	raft.WithClose
+}
+
+// RecordContacts returns t with every answered AppendEntries recorded in
+// the Contacts it returns beside it: the node's own transport, and the
+// in-memory clusters of tests that check what the leader does with them.
+func RecordContacts(t RecordableTransport) (raft.Transport, *Contacts) {
+	c := newContacts()
+	return contactTransport{RecordableTransport: t, contacts: c}, c
+}
+
+// contactTransport is a transport with every answered AppendEntries
+// recorded. Raft heartbeats use this call (never the pipeline), so every
+// peer is recorded at the heartbeat rate.
 type contactTransport struct {
-	*raft.NetworkTransport
+	RecordableTransport
 	contacts *Contacts
 }
 
 func (t contactTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	sent := time.Now()
-	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+	err := t.RecordableTransport.AppendEntries(id, target, args, resp)
 	if err == nil {
 		// The follower reports its last index as it was before this call;
 		// entries it accepted move it on.

@@ -200,7 +200,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	trans := raft.NewNetworkTransportWithLogger(stream, 5, 10*time.Second, cfg.Logger.Named("transport"))
 	disk := &diskWatch{dir: cfg.DataDir, log: cfg.Logger}
-	n := &Node{Transport: trans, LeaderNotify: notify, ID: cfg.NodeID, Addr: trans.LocalAddr(), LogFormat: format, store: store, disk: disk, Contacts: newContacts()}
+	n := &Node{Transport: trans, LeaderNotify: notify, ID: cfg.NodeID, Addr: trans.LocalAddr(), LogFormat: format, store: store, disk: disk}
+	recorded, contacts := RecordContacts(trans)
+	n.Contacts = contacts
 	ws := watchedStore{logStore: store, d: disk}
 	// The leader reads every entry back to replicate it (and a follower the
 	// previous entry to check it): from the store that is a read and a
@@ -243,7 +245,7 @@ func New(cfg Config) (*Node, error) {
 		}
 		cfg.Opened(last)
 	}
-	r, err := raft.NewRaft(rc, cfg.FSM, logs, ws, snapStore, contactTransport{NetworkTransport: trans, contacts: n.Contacts})
+	r, err := raft.NewRaft(rc, cfg.FSM, logs, ws, snapStore, recorded)
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("raftnode: start raft: %w", err)
