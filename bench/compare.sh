@@ -2,9 +2,10 @@
 # make compare-bench: every workload of `grackle bench` (pairs, handoff,
 # leases, reads, expiry; see docs/PERFORMANCE.md) against a 3-node Grackle
 # and a 3-node etcd (Debian's etcd-server, installed when missing), on
-# loopback, fsync on, in one invocation, interleaved run by run (a fresh
-# Grackle cluster, then a fresh etcd cluster, for each run), then one
-# table with the ratios. Every process it starts listens on 127.0.0.1 only
+# loopback, fsync on, in one invocation, interleaved workload by workload
+# (each workload of each run on a fresh Grackle cluster and a fresh etcd
+# cluster back to back, the side that goes first alternating from run to
+# run), then one table with the ratios. Every process it starts listens on 127.0.0.1 only
 # and is stopped by PID at the end (also on ^C).
 #
 #   make compare-bench                       # DUR=10s WARMUP=2s RUNS=2
@@ -89,36 +90,46 @@ etcd_cluster() {
 }
 
 common=(--duration "$DUR" --warmup "$WARMUP" --runs 1 -o json)
-# The workloads in two groups: reads (spread) and the rest (to the leader).
 all_w=$WORKLOADS
 [ "$all_w" = all ] && all_w=pairs,handoff,leases,reads,expiry
-rest="" reads=""
 IFS=, read -r -a wl <<<"$all_w"
-for w in "${wl[@]}"; do
-  if [ "$w" = reads ] && [ "$SPREAD_READS" = 1 ]; then reads=reads; else rest+="${rest:+,}$w"; fi
-done
-# bench_side LABEL RUN CMD...: every workload of the run against $EPS; CMD
-# takes a comma-separated workload list (grackle bench all, etcdbench).
-bench_side() {
-  local label=$1 run=$2
-  shift 2
+# bench_one LABEL RUN WORKLOAD CMD...: one workload against $EPS; CMD takes
+# a comma-separated workload list (grackle bench all, etcdbench).
+bench_one() {
+  local label=$1 run=$2 w=$3
+  shift 3
   local flags=(--endpoints "$EPS" --label "$label" --server-pids "$SPIDS" --first-run "$run" "${common[@]}")
-  # shellcheck disable=SC2086
-  if [ -n "$rest" ]; then "$@" "$rest" "${flags[@]}" $BENCH_FLAGS | tee -a "$RES"; fi
-  # shellcheck disable=SC2086
-  if [ -n "$reads" ]; then "$@" reads --spread "${flags[@]}" $BENCH_FLAGS | tee -a "$RES"; fi
-}
-for run in $(seq 1 "$RUNS"); do
-  echo "== run $run: grackle, 3 nodes"
-  grackle_cluster "$run"
-  bench_side grackle "$run" "$G" bench all
-  stop_all
-  if [ "$ETCD" = 1 ]; then
-    echo "== run $run: etcd, 3 members"
-    etcd_cluster "$run"
-    bench_side etcd "$run" "$BASE/bin/etcdbench"
-    stop_all
+  if [ "$w" = reads ] && [ "$SPREAD_READS" = 1 ]; then
+    # shellcheck disable=SC2086
+    "$@" reads --spread "${flags[@]}" $BENCH_FLAGS | tee -a "$RES"
+  else
+    # shellcheck disable=SC2086
+    "$@" "$w" "${flags[@]}" $BENCH_FLAGS | tee -a "$RES"
   fi
+}
+# Each workload runs on fresh clusters, Grackle's and etcd's back to back,
+# and the side that goes first alternates from run to run: a shared
+# machine's speed drifts over minutes (the same build has measured 30 %
+# apart minutes apart), and a ratio of two measurements taken seconds apart
+# is the one to trust.
+for run in $(seq 1 "$RUNS"); do
+  sides=(grackle etcd)
+  if [ $((run % 2)) = 0 ]; then sides=(etcd grackle); fi
+  for w in "${wl[@]}"; do
+    for side in "${sides[@]}"; do
+      if [ "$side" = grackle ]; then
+        echo "== run $run, $w: grackle, 3 nodes"
+        grackle_cluster "$run"
+        bench_one grackle "$run" "$w" "$G" bench all
+        stop_all
+      elif [ "$ETCD" = 1 ]; then
+        echo "== run $run, $w: etcd, 3 members"
+        etcd_cluster "$run"
+        bench_one etcd "$run" "$w" "$BASE/bin/etcdbench"
+        stop_all
+      fi
+    done
+  done
 done
 rm -rf "$BASE/grackle" "$BASE/etcd"
 uptime >>"$OUT/versions.txt"
