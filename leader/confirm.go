@@ -24,15 +24,21 @@ import (
 // confirmed this node's leadership in term with a call sent at or after
 // since, or fails with raft.ErrNotLeader after wait.
 func (l *Leader) confirmedSince(since time.Time, term uint64, servers []raft.Server, wait time.Duration) error {
-	if l.cfg.Contacts == nil {
-		return nil // no record of answers (tests of this package alone): VerifyLeader decides
-	}
 	var timeout <-chan time.Time
 	for {
-		changed := l.cfg.Contacts.Changed() // before counting: an answer recorded after the count wakes the wait
+		var changed <-chan struct{}
+		if l.cfg.Contacts != nil {
+			changed = l.cfg.Contacts.Changed() // before counting: an answer recorded after the count wakes the wait
+		}
 		got, need := l.confirmations(since, term, servers)
 		if got >= need {
 			return nil
+		}
+		if changed == nil {
+			// No record of answers (Config.Contacts nil): only a lone
+			// voter confirms itself; never VerifyLeader's count alone.
+			return fmt.Errorf("%w: %d of %d voters confirmed this node's leadership, and it keeps no record of its peers' answers",
+				raft.ErrNotLeader, got, need)
 		}
 		if timeout == nil {
 			t := time.NewTimer(wait)

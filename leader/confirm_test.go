@@ -89,10 +89,20 @@ func TestLeadershipConfirmedOnlyByCallsSentAfterTheRoundBegan(t *testing.T) {
 	}
 }
 
-// A single voter confirms itself at once.
+// A single voter confirms itself at once, with or without a record of
+// answers; without one, a leader of several voters is refused at once
+// (VerifyLeader's count alone never confirms it).
 func TestLeadershipOfALoneVoterIsConfirmedAtOnce(t *testing.T) {
-	l := &Leader{cfg: Config{NodeID: "a", Contacts: &fakeContacts{m: map[raft.ServerID]raftnode.PeerContact{}}}}
-	if err := l.confirmedSince(time.Now(), 1, []raft.Server{{ID: "a", Address: "a:1", Suffrage: raft.Voter}}, time.Millisecond); err != nil {
-		t.Fatal(err)
+	lone := []raft.Server{{ID: "a", Address: "a:1", Suffrage: raft.Voter}}
+	three := append(lone, raft.Server{ID: "b", Address: "b:1", Suffrage: raft.Voter}, raft.Server{ID: "c", Address: "c:1", Suffrage: raft.Voter})
+	for _, contacts := range []PeerContacts{&fakeContacts{m: map[raft.ServerID]raftnode.PeerContact{}}, nil} {
+		l := &Leader{cfg: Config{NodeID: "a", Contacts: contacts}}
+		if err := l.confirmedSince(time.Now(), 1, lone, time.Millisecond); err != nil {
+			t.Fatalf("contacts %v: %v", contacts, err)
+		}
+	}
+	l := &Leader{cfg: Config{NodeID: "a"}}
+	if err := l.confirmedSince(time.Now(), 1, three, time.Hour); !errors.Is(err, raft.ErrNotLeader) {
+		t.Fatalf("three voters, no record of answers: %v, want raft.ErrNotLeader at once", err)
 	}
 }
