@@ -51,9 +51,10 @@ go version >>"$OUT/versions.txt"
 { echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)"
   grep -m1 'model name' /proc/cpuinfo || true; uptime; } >>"$OUT/versions.txt"
 
-# grackle_cluster RUN: a fresh 3-node cluster; its endpoints in $EPS, PIDs in $SPIDS.
+# grackle_cluster RUN WORKLOAD: a fresh 3-node cluster; its endpoints in
+# $EPS, PIDs in $SPIDS; its logs named after the run and the workload.
 grackle_cluster() {
-  local run=$1 i members="" eps="" pids=""
+  local run=$1 w=$2 i members="" eps="" pids=""
   rm -rf "$BASE/grackle"
   for i in 1 2 3; do
     members+="${members:+,}g$i=127.0.0.1:$((24720 + 10*i + 1))=127.0.0.1:$((24720 + 10*i))"
@@ -62,17 +63,18 @@ grackle_cluster() {
   for i in 1 2 3; do
     "$G" server --node-id "g$i" --data-dir "$BASE/grackle/g$i" --grpc-addr "127.0.0.1:$((24720 + 10*i))" \
       --raft-addr "127.0.0.1:$((24720 + 10*i + 1))" --http-addr "" --log-level warn --initial-members "$members" $SERVER_FLAGS \
-      >"$OUT/grackle-run$run-g$i.log" 2>&1 &
+      >"$OUT/grackle-run$run-$w-g$i.log" 2>&1 &
     PIDS+=($!); pids+="${pids:+,}$!"
   done
   for _ in $(seq 120); do "$G" namespace list --endpoints "$eps" >/dev/null 2>&1 && break; sleep 0.5; done
   EPS=$eps SPIDS=$pids
 }
 
-# etcd_cluster RUN: a fresh 3-member etcd, every setting but the ports at
-# its default (fsync on).
+# etcd_cluster RUN WORKLOAD: a fresh 3-member etcd, every setting but the
+# ports at its default (fsync on), ready (every member's /health says so)
+# before it returns, as grackle_cluster waits for its cluster to answer.
 etcd_cluster() {
-  local run=$1 i cluster="" eps="" pids=""
+  local run=$1 w=$2 i cluster="" eps="" pids=""
   rm -rf "$BASE/etcd"
   for i in 1 2 3; do
     cluster+="${cluster:+,}e$i=http://127.0.0.1:$((24800 + 10*i + 1))"
@@ -83,9 +85,19 @@ etcd_cluster() {
       --listen-client-urls "http://127.0.0.1:$((24800 + 10*i))" --advertise-client-urls "http://127.0.0.1:$((24800 + 10*i))" \
       --listen-peer-urls "http://127.0.0.1:$((24800 + 10*i + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((24800 + 10*i + 1))" \
       --initial-cluster "$cluster" --initial-cluster-token "compare-$run" --initial-cluster-state new \
-      >"$OUT/etcd-run$run-e$i.log" 2>&1 &
+      >"$OUT/etcd-run$run-$w-e$i.log" 2>&1 &
     PIDS+=($!); pids+="${pids:+,}$!"
   done
+  if command -v curl >/dev/null; then
+    for i in 1 2 3; do
+      for _ in $(seq 120); do
+        curl -sf "http://127.0.0.1:$((24800 + 10*i))/health" 2>/dev/null | grep -q '"health":"true"' && break
+        sleep 0.5
+      done
+    done
+  else
+    sleep 3 # no curl: a fixed settle (a new etcd elects within its 1 s election timeout)
+  fi
   EPS=$eps SPIDS=$pids
 }
 
@@ -119,12 +131,12 @@ for run in $(seq 1 "$RUNS"); do
     for side in "${sides[@]}"; do
       if [ "$side" = grackle ]; then
         echo "== run $run, $w: grackle, 3 nodes"
-        grackle_cluster "$run"
+        grackle_cluster "$run" "$w"
         bench_one grackle "$run" "$w" "$G" bench all
         stop_all
       elif [ "$ETCD" = 1 ]; then
         echo "== run $run, $w: etcd, 3 members"
-        etcd_cluster "$run"
+        etcd_cluster "$run" "$w"
         bench_one etcd "$run" "$w" "$BASE/bin/etcdbench"
         stop_all
       fi

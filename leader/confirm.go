@@ -34,9 +34,9 @@ func (l *Leader) confirmedSince(since time.Time, term uint64, servers []raft.Ser
 		if got >= need {
 			return nil
 		}
-		if changed == nil {
-			// No record of answers (Config.Contacts nil): only a lone
-			// voter confirms itself; never VerifyLeader's count alone.
+		if l.cfg.Contacts == nil {
+			// No record of answers: only a lone voter confirms itself;
+			// never VerifyLeader's count alone.
 			return fmt.Errorf("%w: %d of %d voters confirmed this node's leadership, and it keeps no record of its peers' answers",
 				raft.ErrNotLeader, got, need)
 		}
