@@ -24,30 +24,28 @@ import (
 // confirmed this node's leadership in term with a call sent at or after
 // since, or fails with raft.ErrNotLeader after wait.
 func (l *Leader) confirmedSince(since time.Time, term uint64, servers []raft.Server, wait time.Duration) error {
-	var timeout <-chan time.Time
+	// Usually the answers that completed VerifyLeader are already
+	// recorded: one count, no wake-up channel, no timer.
+	got, need := l.confirmations(since, term, servers)
+	if got >= need {
+		return nil
+	}
+	if l.cfg.Contacts == nil {
+		// No record of answers: only a lone voter confirms itself; never
+		// VerifyLeader's count alone.
+		return fmt.Errorf("%w: %d of %d voters confirmed this node's leadership, and it keeps no record of its peers' answers",
+			raft.ErrNotLeader, got, need)
+	}
+	timeout := time.NewTimer(wait)
+	defer timeout.Stop()
 	for {
-		var changed <-chan struct{}
-		if l.cfg.Contacts != nil {
-			changed = l.cfg.Contacts.Changed() // before counting: an answer recorded after the count wakes the wait
-		}
-		got, need := l.confirmations(since, term, servers)
-		if got >= need {
+		changed := l.cfg.Contacts.Changed() // before counting again: an answer recorded after the count wakes the wait
+		if got, need = l.confirmations(since, term, servers); got >= need {
 			return nil
-		}
-		if l.cfg.Contacts == nil {
-			// No record of answers: only a lone voter confirms itself;
-			// never VerifyLeader's count alone.
-			return fmt.Errorf("%w: %d of %d voters confirmed this node's leadership, and it keeps no record of its peers' answers",
-				raft.ErrNotLeader, got, need)
-		}
-		if timeout == nil {
-			t := time.NewTimer(wait)
-			defer t.Stop()
-			timeout = t.C
 		}
 		select {
 		case <-changed:
-		case <-timeout:
+		case <-timeout.C:
 			return fmt.Errorf("%w: %d of %d voters confirmed this node's leadership with a heartbeat sent after the read began, within %v",
 				raft.ErrNotLeader, got, need, wait)
 		}
