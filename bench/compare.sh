@@ -49,7 +49,17 @@ if [ "$ETCD" = 1 ]; then
 fi
 go version >>"$OUT/versions.txt"
 { echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)"
-  grep -m1 'model name' /proc/cpuinfo || true; uptime; } >>"$OUT/versions.txt"
+  grep -m1 'model name' /proc/cpuinfo || true
+  # A virtual machine's idle governor decides what waking a sleeping core
+  # costs, and with it much of a round's latency here (docs/PERFORMANCE.md):
+  # record it beside the figures it shaped.
+  gov=/sys/devices/system/cpu/cpuidle/current_governor poll=/sys/module/haltpoll/parameters/guest_halt_poll_ns
+  if [ -r "$gov" ]; then
+    idle="cpuidle governor: $(cat "$gov")"
+    if [ -r "$poll" ]; then idle+=", guest_halt_poll_ns $(cat "$poll")"; fi
+    echo "$idle"
+  fi
+  uptime; } >>"$OUT/versions.txt"
 
 # grackle_cluster RUN WORKLOAD: a fresh 3-node cluster; its endpoints in
 # $EPS, PIDs in $SPIDS; its logs named after the run and the workload.
