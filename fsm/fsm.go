@@ -7,7 +7,9 @@ package fsm
 
 import (
 	"fmt"
+	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
@@ -24,11 +26,31 @@ type FSM struct {
 	tmpDir  string
 	applied func(index uint64, cmd *fsmpb.Command, res *Result)
 	index   appliedIndex // st.lastIndex, for WaitApplied
+
+	// earliest is the state's earliest expires_at (math.MaxInt64: no
+	// lease), as of the last apply: EarliestExpiry reads it without the
+	// lock.
+	earliest atomic.Int64
 }
 
-// published makes the state's index visible to WaitApplied; the apply
-// methods call it with the write lock held.
-func (f *FSM) published() { f.index.set(f.st.lastIndex) }
+// published makes the state's index visible to WaitApplied, and its
+// earliest expiry to EarliestExpiry; the apply methods call it with the
+// write lock held.
+func (f *FSM) published() {
+	f.index.set(f.st.lastIndex)
+	next := int64(math.MaxInt64)
+	if k, ok := f.st.expiry.Min(); ok {
+		next = k.at
+	}
+	f.earliest.Store(next)
+}
+
+// EarliestExpiry is NextExpiry without the state lock (math.MaxInt64: no
+// lease), as of the last apply that finished: for the leader's check,
+// after each of its writes, whether that write made the earliest expiry
+// earlier (a hot path, where taking the lock would wait for the next
+// entry's apply).
+func (f *FSM) EarliestExpiry() int64 { return f.earliest.Load() }
 
 // Options configure an FSM.
 type Options struct {
@@ -46,7 +68,9 @@ type Options struct {
 
 // New returns an empty state machine with the default limits.
 func New(opts Options) *FSM {
-	return &FSM{st: newState(), tmpDir: opts.TempDir, applied: opts.Applied}
+	f := &FSM{st: newState(), tmpDir: opts.TempDir, applied: opts.Applied}
+	f.earliest.Store(math.MaxInt64)
+	return f
 }
 
 var (

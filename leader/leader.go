@@ -83,6 +83,10 @@ type Leader struct {
 	// the round's VerifyLeader is handed to raft.
 	verifySent func()
 
+	// expiryMaxSleep bounds how long the expiry loop sleeps without
+	// looking (a second; tests raise it to show that a write woke it).
+	expiryMaxSleep time.Duration
+
 	stopOnce sync.Once
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -121,7 +125,7 @@ func New(cfg Config, r *raft.Raft, f *fsm.FSM) *Leader {
 		cfg.Clock = SystemSource()
 	}
 	c := NewClock(cfg.Clock)
-	l := &Leader{cfg: cfg, raft: r, fsm: f, log: cfg.Log, clock: c, stop: make(chan struct{})}
+	l := &Leader{cfg: cfg, raft: r, fsm: f, log: cfg.Log, clock: c, stop: make(chan struct{}), expiryMaxSleep: time.Second}
 	onRound := onReadRound(cfg.Observer)
 	l.reads = rounds.New(func(reads int) (struct{}, error) {
 		// See confirm.go: VerifyLeader triggers the heartbeats, and the
