@@ -208,8 +208,9 @@ func (t *Term) replicateMembers() error {
 	return nil
 }
 
-// propose applies a command of this term; the queues observe every result
-// and the expiry timer is re-armed.
+// propose applies a command of this term; the queues observe every result,
+// and the expiry loop is woken when the command made the earliest expiry
+// earlier than the loop will look.
 func (t *Term) propose(ctx context.Context, cmd *fsmpb.Command) (*fsm.Result, error) {
 	return t.proposeThen(ctx, cmd, nil)
 }
@@ -270,8 +271,9 @@ func (t *Term) kickExpiry() {
 	}
 }
 
-// expiryLoop reaps expired leases: a timer on the earliest expires_at,
-// re-armed whenever a command may have changed it.
+// expiryLoop reaps expired leases: a timer on the earliest expires_at (at
+// most expiryMaxSleep away), woken early by a write that made an earlier
+// one (proposeThen).
 func (t *Term) expiryLoop() {
 	l := t.l
 	tm := time.NewTimer(time.Hour)
