@@ -28,14 +28,13 @@ type FSM struct {
 	index   appliedIndex // st.lastIndex, for WaitApplied
 
 	// earliest is the state's earliest expires_at (math.MaxInt64: no
-	// lease), as of the last apply: EarliestExpiry reads it without the
-	// lock.
+	// lease), as of the last apply: NextExpiry reads it without the lock.
 	earliest atomic.Int64
 }
 
 // published makes the state's index visible to WaitApplied, and its
-// earliest expiry to EarliestExpiry; the apply methods call it with the
-// write lock held.
+// earliest expiry to NextExpiry; the apply methods (and Restore) call it
+// with the write lock held.
 func (f *FSM) published() {
 	f.index.set(f.st.lastIndex)
 	next := int64(math.MaxInt64)
@@ -44,13 +43,6 @@ func (f *FSM) published() {
 	}
 	f.earliest.Store(next)
 }
-
-// EarliestExpiry is NextExpiry without the state lock (math.MaxInt64: no
-// lease), as of the last apply that finished: for the leader's check,
-// after each of its writes, whether that write made the earliest expiry
-// earlier (a hot path, where taking the lock would wait for the next
-// entry's apply).
-func (f *FSM) EarliestExpiry() int64 { return f.earliest.Load() }
 
 // Options configure an FSM.
 type Options struct {
@@ -275,12 +267,13 @@ func (f *FSM) AppliedIndex() uint64 {
 	return s.lastIndex
 }
 
-// NextExpiry is the earliest lease expires_at, if any lease exists.
+// NextExpiry is the earliest lease expires_at, if any lease exists, as of
+// the last apply that finished. It takes no lock: the leader reads it after
+// each of its writes (a hot path, where the state lock would wait for the
+// next entry's apply).
 func (f *FSM) NextExpiry() (int64, bool) {
-	s, done := f.read()
-	defer done()
-	k, ok := s.expiry.Min()
-	return k.at, ok
+	at := f.earliest.Load()
+	return at, at != math.MaxInt64
 }
 
 // LeaseHolds lists the semaphores a lease holds, in name order.

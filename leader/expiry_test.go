@@ -1,6 +1,7 @@
 package leader
 
 import (
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -41,7 +42,10 @@ func TestExpiryLoopWokenByAnEarlierLease(t *testing.T) {
 	defer l.Stop()
 	term := readyTerm(t, l)
 	long := seedSem(t, term, 1, 1)[0] // one lease of 300 s
-	eventually(t, "the loop armed for the 300 s lease", func() bool { return term.lookAt.Load() == f.EarliestExpiry() })
+	eventually(t, "the loop armed for the 300 s lease", func() bool {
+		next, ok := f.NextExpiry()
+		return ok && term.lookAt.Load() == next
+	})
 
 	mustWrite(t, term, &fsmpb.Command{Op: &fsmpb.Command_CreateLease{CreateLease: &fsmpb.CreateLease{
 		NamespaceName: "ns", LeaseId: NewLeaseID(), ProcessId: "short", TtlSeconds: 1}}})
@@ -53,16 +57,16 @@ func TestExpiryLoopWokenByAnEarlierLease(t *testing.T) {
 
 // Writes that leave the earliest expiry where it is do not wake the loop;
 // an earlier one, or any lease while the loop is deciding, does.
-func TestExpiryMissed(t *testing.T) {
+func TestExpiryLooksTooLate(t *testing.T) {
 	term := &Term{}
-	term.lookAt.Store(1 << 62) // deciding
-	if !expiryMissed(1000, &term.lookAt) {
-		t.Fatal("a lease while the loop decides: not missed")
+	term.lookAt.Store(math.MaxInt64) // deciding
+	if !term.expiryLooksTooLate(1000) {
+		t.Fatal("a lease while the loop decides: the loop not woken")
 	}
 	term.lookAt.Store(1000)
-	for earliest, want := range map[int64]bool{999: true, 1000: false, 5000: false, 1<<63 - 1: false} {
-		if got := expiryMissed(earliest, &term.lookAt); got != want {
-			t.Errorf("earliest %d with the loop looking at 1000: missed %v, want %v", earliest, got, want)
+	for next, want := range map[int64]bool{999: true, 1000: false, 5000: false} {
+		if got := term.expiryLooksTooLate(next); got != want {
+			t.Errorf("a lease expiring at %d with the loop looking at 1000: too late %v, want %v", next, got, want)
 		}
 	}
 }
