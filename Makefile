@@ -34,12 +34,15 @@ bench-large: ## 1M leases: fsm snapshot/restore/heap per lease, then a real node
 
 # protoc comes from Debian's protobuf-compiler; the plugins are pinned as
 # `tool` dependencies in go.mod, so the output is reproducible byte for byte.
-proto: ## regenerate proto/**/*.pb.go
+proto: ## regenerate proto/**/*.pb.go (protobuf, gRPC, and vtprotobuf's reflection-free codecs)
 	$(GO) build -o $(BIN)/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go
 	$(GO) build -o $(BIN)/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
+	$(GO) build -o $(BIN)/protoc-gen-go-vtproto github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto
 	protoc -I proto \
 	  --plugin=protoc-gen-go=$(BIN)/protoc-gen-go --go_out=proto --go_opt=paths=source_relative \
 	  --plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc --go-grpc_out=proto --go-grpc_opt=paths=source_relative \
+	  --plugin=protoc-gen-go-vtproto=$(BIN)/protoc-gen-go-vtproto --go-vtproto_out=proto \
+	  --go-vtproto_opt=paths=source_relative,features=marshal+unmarshal+size \
 	  $(PROTO_SRC)
 
 failover-bench: ## leader SIGKILL -> first write, 10 trials on 3 processes

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/grackle-coord/grackle/internal/vtcodec"
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
@@ -70,15 +71,28 @@ var (
 	_ raft.BatchingFSM = (*FSM)(nil)
 )
 
-// Encode serializes a command for the Raft log.
+// Encode serializes a command for the Raft log. It uses the protobuf
+// runtime, which refuses a string that is not valid UTF-8: the log only
+// ever holds valid strings, which is what lets Decode skip that check (and
+// what a snapshot, written by the runtime, needs).
 func Encode(cmd *fsmpb.Command) ([]byte, error) {
 	return proto.MarshalOptions{Deterministic: true}.Marshal(cmd)
 }
 
-// Decode parses a Raft log entry's data.
+// EncodeBatch serializes a Batch command of commands that Encode made.
+// It holds only bytes and no map, so the generated encoder (package
+// vtcodec) writes what the runtime would, without its reflection.
+func EncodeBatch(cmds [][]byte) ([]byte, error) {
+	return vtcodec.Marshal(&fsmpb.Command{Op: &fsmpb.Command_Batch{Batch: &fsmpb.Batch{Commands: cmds}}})
+}
+
+// Decode parses a Raft log entry's data with the generated decoder
+// (package vtcodec): a third less time than the runtime's on a packed
+// entry (BenchmarkDecodeBatch64). That decoder does not check that strings
+// are valid UTF-8; every entry was made by Encode, which does.
 func Decode(data []byte) (*fsmpb.Command, error) {
 	cmd := &fsmpb.Command{}
-	if err := proto.Unmarshal(data, cmd); err != nil {
+	if err := cmd.UnmarshalVT(data); err != nil {
 		return nil, fmt.Errorf("fsm: decode command: %w", err)
 	}
 	return cmd, nil

@@ -10,7 +10,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/grackle-coord/grackle/fsm"
-	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 )
 
 // applier is the part of *raft.Raft a packer uses (tests fake it).
@@ -411,7 +410,7 @@ func (p *packer) entry(batch []*proposal) []byte {
 	for i, pr := range batch {
 		cmds[i] = pr.data
 	}
-	data, err := fsm.Encode(&fsmpb.Command{Op: &fsmpb.Command_Batch{Batch: &fsmpb.Batch{Commands: cmds}}})
+	data, err := fsm.EncodeBatch(cmds)
 	if err != nil {
 		panic("leader: encoding a batch of encoded commands failed: " + err.Error()) // only bytes: cannot fail
 	}

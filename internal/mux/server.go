@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/grackle-coord/grackle/apierr"
+	"github.com/grackle-coord/grackle/internal/vtcodec"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -411,7 +412,7 @@ func (st *serverStream) run(ctx context.Context, cancel context.CancelFunc, c *p
 	res := &pb.MuxResult{Id: c.Id, Header: toPairs(ts.header), Trailer: toPairs(ts.trailer)}
 	if err == nil {
 		if msg, ok := resp.(proto.Message); ok {
-			res.Response, err = proto.Marshal(msg)
+			res.Response, err = vtcodec.Marshal(msg)
 		} else {
 			err = status.Errorf(codes.Internal, "response of %s is not a protobuf message", c.Method)
 		}
@@ -446,7 +447,7 @@ func callHandler(ctx context.Context, m method, dec func(any) error, ic grpc.Una
 func (st *serverStream) write(as []answer) {
 	st.sendMu.Lock()
 	if !st.closed {
-		chunks(as, st.batching, func(a answer) int { return proto.Size(a.r) }, func(run []answer) {
+		chunks(as, st.batching, func(a answer) int { return vtcodec.Size(a.r) }, func(run []answer) {
 			r := run[0].r
 			if len(run) > 1 {
 				r = &pb.MuxResult{Batch: make([]*pb.MuxResult, len(run))}

@@ -26,6 +26,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
+
+	"github.com/grackle-coord/grackle/internal/vtcodec"
 )
 
 // Codec decodes requests; see the package comment.
@@ -50,8 +52,9 @@ func (c *Codec) Name() string { return grpcproto.Name }
 // ServerOption installs c as the server's codec for every call.
 func (c *Codec) ServerOption() grpc.ServerOption { return grpc.ForceServerCodecV2(c) }
 
-// Marshal is the standard codec's (responses).
-func (c *Codec) Marshal(v any) (mem.BufferSlice, error) { return c.base.Marshal(v) }
+// Marshal encodes a response with the generated encoder (package vtcodec),
+// wire-compatible with the standard codec's.
+func (c *Codec) Marshal(v any) (mem.BufferSlice, error) { return vtcodec.Codec{}.Marshal(v) }
 
 // Unmarshal decodes a request into v. A request that does not decode, or
 // that carries a known field with the wrong wire type (which the protobuf

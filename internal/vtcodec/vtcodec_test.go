@@ -1,0 +1,131 @@
+package vtcodec
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+)
+
+// samples are messages with every shape the API uses: nested messages,
+// maps, repeated fields, enums, a oneof (the FSM command), unknown fields.
+func samples(t *testing.T) []proto.Message {
+	meta := map[string]string{}
+	for i := range 20 {
+		meta[fmt.Sprintf("k%02d", i)] = strings.Repeat("v", i)
+	}
+	sem := &pb.Semaphore{Name: "s", Description: "d", Permits: 20, ActiveHolds: 5, Metadata: meta, Version: 3, CreatedAt: -1}
+	list := &pb.ListSemaphoresResponse{NextPaginationToken: "n"}
+	for range 200 { // large enough for gRPC's pooled buffers
+		list.Semaphores = append(list.Semaphores, sem)
+	}
+	withUnknown := &pb.GetSemaphoreResponse{Semaphore: sem}
+	withUnknown.ProtoReflect().SetUnknown([]byte{0xf8, 0x3e, 0x07}) // field 999, varint 7
+	return []proto.Message{
+		&pb.AcquireSemaphoreResponse{Semaphore: sem, Outcome: pb.AcquireOutcome_ACQUIRE_OUTCOME_ACQUIRED,
+			Holder: &pb.SemaphoreHolder{LeaseId: "l", Weight: 5, FencingToken: 1 << 60, Metadata: meta}},
+		list,
+		withUnknown,
+		&pb.MuxCall{Id: 7, Method: "/m", Request: []byte{1, 2, 3}, Batch: []*pb.MuxCall{{Id: 8, Cancel: true}}},
+		&fsmpb.Command{Now: 42, Op: &fsmpb.Command_Batch{Batch: &fsmpb.Batch{Commands: [][]byte{{1}, {}, {2, 3}}}}},
+		&pb.AcquireSemaphoreResponse{}, // empty: zero bytes
+	}
+}
+
+// The generated code and the protobuf runtime read each other's bytes.
+func TestWireCompatibleWithTheRuntime(t *testing.T) {
+	for _, m := range samples(t) {
+		t.Run(fmt.Sprintf("%T", m), func(t *testing.T) {
+			ours, err := Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ours) != Size(m) || Size(m) != proto.Size(m) {
+				t.Fatalf("sizes: encoded %d, Size %d, runtime %d", len(ours), Size(m), proto.Size(m))
+			}
+			back := m.ProtoReflect().New().Interface()
+			if err := proto.Unmarshal(ours, back); err != nil || !proto.Equal(back, m) {
+				t.Fatalf("the runtime reads our bytes as %v (%v)", back, err)
+			}
+			theirs, err := proto.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back = m.ProtoReflect().New().Interface()
+			proto.Merge(back, m) // Unmarshal must reset what is there
+			if err := Unmarshal(theirs, back); err != nil || !proto.Equal(back, m) {
+				t.Fatalf("we read the runtime's bytes as %v (%v)", back, err)
+			}
+		})
+	}
+}
+
+// Without maps, the generated encoder writes what the runtime's
+// deterministic encoding does, byte for byte.
+func TestMarshalWithoutMapsIsTheRuntimes(t *testing.T) {
+	for _, m := range []proto.Message{
+		&pb.MuxCall{Id: 7, Method: "/m", Request: []byte{1, 2, 3}, TimeoutMicros: 9, Batch: []*pb.MuxCall{{Id: 8, Cancel: true}}},
+		&fsmpb.Command{Now: 42, Op: &fsmpb.Command_Batch{Batch: &fsmpb.Batch{Commands: [][]byte{{1}, {}, {2, 3}}}}},
+	} {
+		ours, err := Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		theirs, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+		if err != nil || !bytes.Equal(ours, theirs) {
+			t.Fatalf("%T: %x, the runtime %x (%v)", m, ours, theirs, err)
+		}
+	}
+}
+
+// The gRPC codec: pooled and unpooled buffers, split input, and messages
+// without generated methods (the runtime's).
+func TestCodec(t *testing.T) {
+	c := Codec{}
+	msgs := append(samples(t), wrapperspb.String("no generated methods"))
+	for _, m := range msgs {
+		t.Run(fmt.Sprintf("%T", m), func(t *testing.T) {
+			bs, err := c.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := bs.Materialize()
+			bs.Free()
+			want, _ := proto.Marshal(m)
+			back := m.ProtoReflect().New().Interface()
+			if err := proto.Unmarshal(data, back); err != nil || !proto.Equal(back, m) || len(data) != len(want) {
+				t.Fatalf("the runtime reads the codec's bytes as %v (%v)", back, err)
+			}
+			// Split in two buffers, as gRPC hands over a message that spans frames.
+			half := len(data) / 2
+			split := mem.BufferSlice{mem.SliceBuffer(data[:half]), mem.SliceBuffer(data[half:])}
+			for _, in := range []mem.BufferSlice{{mem.SliceBuffer(data)}, split} {
+				back := m.ProtoReflect().New().Interface()
+				if err := c.Unmarshal(in, back); err != nil || !proto.Equal(back, m) {
+					t.Fatalf("the codec reads its bytes as %v (%v)", back, err)
+				}
+			}
+		})
+	}
+}
+
+// Bytes that do not decode are an error, not a panic or a partial success.
+func TestUnmarshalRejectsGarbage(t *testing.T) {
+	good, _ := Marshal(samples(t)[0])
+	for name, b := range map[string][]byte{
+		"truncated": good[:len(good)-1],
+		"garbage":   {0xff, 0xff, 0xff, 0xff},
+		"bad wire":  {0x0f},
+	} {
+		if err := Unmarshal(b, &pb.AcquireSemaphoreResponse{}); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+}
