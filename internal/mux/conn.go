@@ -225,7 +225,10 @@ func (s *clientStream) call(ctx context.Context, method string, req proto.Messag
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err(), true
 	}
-	b, err := vtcodec.Marshal(req)
+	// The runtime's encoder, not the generated one: it refuses a string
+	// that is not valid UTF-8, as the unary call's codec does, so such a
+	// request fails the same way on either path (never sent).
+	b, err := proto.Marshal(req)
 	if err != nil {
 		return nil, nil, false // the unary call reports it in gRPC's words
 	}

@@ -52,6 +52,26 @@ func TestStreamCallMatchesUnary(t *testing.T) {
 	}
 }
 
+// A request with a string that is not valid UTF-8 fails as the unary call
+// does (gRPC's encoder refuses it on the client), and is never sent.
+func TestInvalidStringFailsAsUnary(t *testing.T) {
+	cc, _ := fakeServer(t, newFake(), false)
+	m := mux.NewConn(cc)
+	defer m.Close()
+	ctx := context.Background()
+	untilStream(t, m, func() error { _, err := list(ctx, m, "warm"); return err })
+
+	_, uerr := list(ctx, cc, "bad\xff")
+	before := m.StreamCalls()
+	_, merr := list(ctx, m, "bad\xff")
+	if uerr == nil || status.Code(merr) != status.Code(uerr) {
+		t.Fatalf("error %v through the multiplexer, %v unary", merr, uerr)
+	}
+	if m.StreamCalls() != before {
+		t.Fatal("the request went over the stream")
+	}
+}
+
 // A server without MuxService gets unary calls, and they work.
 func TestOldServerGetsUnaryCalls(t *testing.T) {
 	cc, _ := fakeServer(t, newFake(), true)

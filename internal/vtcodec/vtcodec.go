@@ -9,23 +9,37 @@
 // command; clients encode requests and decode responses). The generated
 // methods do the same work as straight-line code.
 //
-// One difference decides where this package may be used: the generated
-// decoder does not check that string fields hold valid UTF-8, as the
-// runtime's does. So Unmarshal and Codec.Unmarshal are for bytes this
-// program's own code produced or that a peer it trusts sent (a server's
-// responses to a client, the leader's log entries, whose strings all
-// came from requests the runtime decoded or from the leader itself);
-// requests from clients keep being decoded by the runtime (package
-// reqcodec), which refuses a malformed string field.
+// The generated code differs from the runtime in what it checks, and that
+// decides where this package is used:
+//
+//   - Neither its encoder nor its decoder checks that a string field holds
+//     valid UTF-8. So it encodes only what the program knows to be valid
+//     (answers built from the state machine, whose every string went
+//     through fsm.Encode, which uses the runtime and refuses an invalid
+//     one; packed entries, which hold bytes), and decodes only bytes this
+//     program's own code produced or a peer it trusts sent (a server's
+//     answers to a client, the leader's log entries). A client's request
+//     is encoded (package mux) and decoded (package reqcodec) by the
+//     runtime, so a malformed string fails as it always did.
+//   - Its decoder has no nesting limit (the runtime stops at 10,000
+//     levels), and a message that can contain itself, however deeply,
+//     would recurse until the stack is exhausted, a fatal error no
+//     recover catches. So Unmarshal and Codec.Unmarshal decode a message
+//     whose type can reach a cycle (MuxCall, MuxResult: a batch of
+//     themselves) with the runtime instead (see cyclic).
+//   - It refuses a known field sent with another wire type, which the
+//     runtime would keep as an unknown field; the encoders never write one.
 package vtcodec
 
 import (
 	"fmt"
+	"sync"
 
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // vtMessage is what vtprotobuf generates for a message (features marshal,
@@ -65,17 +79,61 @@ func Size(m proto.Message) int {
 // bytes: see the package comment.
 func Unmarshal(b []byte, m proto.Message) error {
 	vt, ok := m.(vtMessage)
-	if !ok {
+	if !ok || cyclic(m) {
 		return proto.Unmarshal(b, m)
 	}
 	proto.Reset(m)
 	return vt.UnmarshalVT(b)
 }
 
+// cyclicTypes caches cyclic's answer per message type.
+var cyclicTypes sync.Map // protoreflect.FullName -> bool
+
+// cyclic reports whether m's type can contain, at any depth, a message of
+// a type it has already passed through: then the generated decoder's
+// recursion has no bound but the input's nesting.
+func cyclic(m proto.Message) bool {
+	md := m.ProtoReflect().Descriptor()
+	if v, ok := cyclicTypes.Load(md.FullName()); ok {
+		return v.(bool)
+	}
+	c := reachesCycle(md, map[protoreflect.FullName]bool{}, map[protoreflect.FullName]bool{})
+	cyclicTypes.Store(md.FullName(), c)
+	return c
+}
+
+// reachesCycle is a depth-first walk of the message types md's fields can
+// hold: onPath are the types on the way from the root, done those already
+// known to reach no cycle.
+func reachesCycle(md protoreflect.MessageDescriptor, onPath, done map[protoreflect.FullName]bool) bool {
+	name := md.FullName()
+	if onPath[name] {
+		return true
+	}
+	if done[name] {
+		return false
+	}
+	onPath[name] = true
+	fields := md.Fields()
+	for i := range fields.Len() {
+		f := fields.Get(i)
+		sub := f.Message()
+		if f.IsMap() {
+			sub = f.MapValue().Message()
+		}
+		if sub != nil && reachesCycle(sub, onPath, done) {
+			return true
+		}
+	}
+	delete(onPath, name)
+	done[name] = true
+	return false
+}
+
 // Codec is a gRPC codec (content-subtype "proto", wire-compatible with
 // the standard one) that uses the generated methods. Its Unmarshal is for
 // trusted peers only (see the package comment): a client may use it for
-// every call, a server only for what it sends.
+// the answers of its server, a server only for what it sends.
 type Codec struct{}
 
 var _ encoding.CodecV2 = Codec{}
@@ -113,15 +171,15 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
 }
 
-// Unmarshal decodes data into v (a trusted peer's message).
+// Unmarshal decodes data into v (a trusted peer's message; one whose type
+// can reach a cycle with the runtime, see the package comment).
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	vt, ok := v.(vtMessage)
-	if !ok {
+	m, isMsg := v.(proto.Message)
+	if !ok || !isMsg || cyclic(m) {
 		return std().Unmarshal(data, v)
 	}
-	if m, ok := v.(proto.Message); ok {
-		proto.Reset(m)
-	}
+	proto.Reset(m)
 	if len(data) == 1 {
 		return vt.UnmarshalVT(data[0].ReadOnlyData())
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -126,6 +127,68 @@ func TestUnmarshalRejectsGarbage(t *testing.T) {
 	} {
 		if err := Unmarshal(b, &pb.AcquireSemaphoreResponse{}); err == nil {
 			t.Errorf("%s: decoded", name)
+		}
+	}
+}
+
+// A message whose type can contain itself is decoded by the runtime, whose
+// nesting limit refuses what would exhaust the generated decoder's stack;
+// the API's answers and the state machine's commands cannot, and keep the
+// generated decoder.
+func TestCyclicTypesUseTheRuntime(t *testing.T) {
+	for m, want := range map[proto.Message]bool{
+		&pb.MuxResult{}:                false,
+		&pb.MuxCall{}:                  false,
+		&pb.AcquireSemaphoreResponse{}: true,
+		&pb.ListSemaphoresResponse{}:   true,
+		&fsmpb.Command{}:               true,
+	} {
+		if got := !cyclic(m); got != want {
+			t.Errorf("%T: generated decoder %v, want %v", m, got, want)
+		}
+	}
+	// MuxResult{batch: [MuxResult{batch: [...]}]}, 200,000 levels deep
+	// (about 1 MB): the generated decoder would recurse 200,000 frames.
+	const depth = 200_000
+	lens := make([]int, depth+1) // lens[k]: bytes of the message k levels up from the innermost
+	for k := 1; k <= depth; k++ {
+		lens[k] = 1 + protowire.SizeVarint(uint64(lens[k-1])) + lens[k-1]
+	}
+	deep := make([]byte, 0, lens[depth])
+	for k := depth; k >= 1; k-- {
+		deep = protowire.AppendTag(deep, 7, protowire.BytesType)
+		deep = protowire.AppendVarint(deep, uint64(lens[k-1]))
+	}
+	if err := Unmarshal(deep, &pb.MuxResult{}); err == nil {
+		t.Error("Unmarshal decoded a message nested 200,000 deep")
+	}
+	if err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(deep)}, &pb.MuxResult{}); err == nil {
+		t.Error("Codec.Unmarshal decoded a message nested 200,000 deep")
+	}
+}
+
+// What the decoders return does not share memory with their input (gRPC
+// reuses its buffers once Unmarshal returns).
+func TestDecodedMessagesOwnTheirBytes(t *testing.T) {
+	for _, m := range samples(t) {
+		data, err := Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := m.ProtoReflect().New().Interface(), m.ProtoReflect().New().Interface()
+		in := append([]byte(nil), data...)
+		if err := Unmarshal(in, a); err != nil {
+			t.Fatal(err)
+		}
+		in2 := append([]byte(nil), data...)
+		if err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(in2)}, b); err != nil {
+			t.Fatal(err)
+		}
+		for i := range in {
+			in[i], in2[i] = 0xff, 0xff
+		}
+		if !proto.Equal(a, m) || !proto.Equal(b, m) {
+			t.Fatalf("%T changed with the buffer it was decoded from", m)
 		}
 	}
 }
