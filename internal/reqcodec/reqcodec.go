@@ -1,6 +1,8 @@
-// Package reqcodec is the server's gRPC codec: the standard protobuf codec,
-// except that a request which does not decode is answered InvalidArgument
-// naming the field, as any other bad input is.
+// Package reqcodec is the server's gRPC codec: requests are decoded by the
+// protobuf runtime (which checks what a client may get wrong), except that
+// a request which does not decode is answered InvalidArgument naming the
+// field, as any other bad input is; responses are encoded by the generated
+// code of package vtcodec, wire-compatible with the runtime's.
 //
 // gRPC turns any error of a codec's Unmarshal into Internal ("failed to
 // unmarshal the received message") before an interceptor runs, so the

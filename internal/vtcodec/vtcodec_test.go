@@ -17,7 +17,7 @@ import (
 
 // samples are messages with every shape the API uses: nested messages,
 // maps, repeated fields, enums, a oneof (the FSM command), unknown fields.
-func samples(t *testing.T) []proto.Message {
+func samples() []proto.Message {
 	meta := map[string]string{}
 	for i := range 20 {
 		meta[fmt.Sprintf("k%02d", i)] = strings.Repeat("v", i)
@@ -42,7 +42,7 @@ func samples(t *testing.T) []proto.Message {
 
 // The generated code and the protobuf runtime read each other's bytes.
 func TestWireCompatibleWithTheRuntime(t *testing.T) {
-	for _, m := range samples(t) {
+	for _, m := range samples() {
 		t.Run(fmt.Sprintf("%T", m), func(t *testing.T) {
 			ours, err := Marshal(m)
 			if err != nil {
@@ -90,7 +90,7 @@ func TestMarshalWithoutMapsIsTheRuntimes(t *testing.T) {
 // without generated methods (the runtime's).
 func TestCodec(t *testing.T) {
 	c := Codec{}
-	msgs := append(samples(t), wrapperspb.String("no generated methods"))
+	msgs := append(samples(), wrapperspb.String("no generated methods"))
 	for _, m := range msgs {
 		t.Run(fmt.Sprintf("%T", m), func(t *testing.T) {
 			bs, err := c.Marshal(m)
@@ -119,7 +119,7 @@ func TestCodec(t *testing.T) {
 
 // Bytes that do not decode are an error, not a panic or a partial success.
 func TestUnmarshalRejectsGarbage(t *testing.T) {
-	good, _ := Marshal(samples(t)[0])
+	good, _ := Marshal(samples()[0])
 	for name, b := range map[string][]byte{
 		"truncated": good[:len(good)-1],
 		"garbage":   {0xff, 0xff, 0xff, 0xff},
@@ -170,7 +170,7 @@ func TestCyclicTypesUseTheRuntime(t *testing.T) {
 // What the decoders return does not share memory with their input (gRPC
 // reuses its buffers once Unmarshal returns).
 func TestDecodedMessagesOwnTheirBytes(t *testing.T) {
-	for _, m := range samples(t) {
+	for _, m := range samples() {
 		data, err := Marshal(m)
 		if err != nil {
 			t.Fatal(err)
