@@ -171,21 +171,19 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
 }
 
-// Unmarshal decodes data into v (a trusted peer's message; one whose type
-// can reach a cycle with the runtime, see the package comment).
+// Unmarshal decodes data into v (a trusted peer's message) as Unmarshal
+// does: a type that can reach a cycle with the runtime.
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
-	vt, ok := v.(vtMessage)
-	m, isMsg := v.(proto.Message)
-	if !ok || !isMsg || cyclic(m) {
+	m, ok := v.(proto.Message)
+	if !ok {
 		return std().Unmarshal(data, v)
 	}
-	proto.Reset(m)
 	if len(data) == 1 {
-		return vt.UnmarshalVT(data[0].ReadOnlyData())
+		return Unmarshal(data[0].ReadOnlyData(), m)
 	}
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
-	return vt.UnmarshalVT(buf.ReadOnlyData())
+	return Unmarshal(buf.ReadOnlyData(), m)
 }
 
 // std is gRPC's registered protobuf codec, for messages without the
