@@ -13,18 +13,20 @@ import (
 // GOMEMLIMIT wins over --memory-limit's auto).
 const DefaultGCHeadroom = "auto"
 
-// autoGCHeadroom is auto's headroom: once the live heap passes 256 MiB,
-// the heap may grow by 256 MiB between collections instead of by as much
-// again as is live (Go's GOGC=100). A node holding a million leases has
-// about 0.6 GiB live: with Go's default it was resident at 1.3 GiB, with
-// this at 0.9-0.95 (docs/SCALING.md). Below 256 MiB live (every state but
-// a large one) nothing changes.
+// autoGCHeadroom is auto's headroom: the heap may grow by 256 MiB between
+// collections instead of by as much again as is live (Go's GOGC=100). A
+// node holding a million leases has about 0.6 GiB live: with Go's default
+// it was resident at 1.3 GiB, with this at 0.9-0.95 (docs/SCALING.md).
+// Below 256 MiB live the heap grows by more than Go's default, up to four
+// times its live part (gctune.DefaultCeiling): fewer collections inside
+// writes' rounds (docs/PERFORMANCE.md, twelfth session).
 const autoGCHeadroom = 256 << 20
 
 // gcHeadroom is a resolved --gc-headroom.
 type gcHeadroom struct {
-	bytes uint64 // 0: leave GOGC alone
-	why   string
+	bytes   uint64 // 0: leave GOGC alone
+	keepEnv bool   // GOGC is set in the environment: its value is the most the tuner sets
+	why     string
 }
 
 // resolveGCHeadroom reads --gc-headroom: auto, a size (512MiB), or "off"
@@ -45,7 +47,8 @@ func resolveGCHeadroom(spec string, env func(string) (string, bool)) (gcHeadroom
 	if err != nil {
 		return gcHeadroom{}, fmt.Errorf("gc-headroom: %q: want auto, off or a size such as 512MiB or 1GiB (B, KiB, MiB, GiB, TiB)", spec)
 	}
-	return gcHeadroom{bytes: uint64(n), why: "--gc-headroom " + spec}, nil
+	v, ok := env("GOGC")
+	return gcHeadroom{bytes: uint64(n), keepEnv: ok && v != "", why: "--gc-headroom " + spec}, nil
 }
 
 // CheckGCHeadroom reports whether spec is a valid --gc-headroom (the
@@ -63,12 +66,16 @@ func startGCTuner(spec string, logf func(msg string, args ...interface{})) (*gct
 	if err != nil {
 		return nil, err
 	}
+	ceiling := gctune.DefaultCeiling
+	if h.keepEnv {
+		ceiling = gctune.CurrentGOGC()
+	}
 	if h.bytes == 0 {
 		logf("gc headroom", "headroom", "none (Go's GOGC)", "from", h.why)
 	} else {
-		logf("gc headroom", "headroom", formatBytes(int64(h.bytes)), "from", h.why, "floor_gogc", gctune.DefaultFloor)
+		logf("gc headroom", "headroom", formatBytes(int64(h.bytes)), "from", h.why, "floor_gogc", gctune.DefaultFloor, "ceiling_gogc", ceiling)
 	}
-	return gctune.Start(h.bytes, gctune.DefaultFloor, func(live uint64, from, to int) {
+	return gctune.Start(h.bytes, gctune.DefaultFloor, ceiling, func(live uint64, from, to int) {
 		logf("gc headroom: GOGC changed", "live_heap", formatBytes(int64(live)), "from", from, "to", to)
 	}), nil
 }

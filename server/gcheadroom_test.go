@@ -17,18 +17,20 @@ func TestResolveGCHeadroom(t *testing.T) {
 		name, spec string
 		env        func(string) (string, bool)
 		want       uint64
+		keepEnv    bool
 		why        string
 	}{
 		{name: "auto", spec: DefaultGCHeadroom, env: noEnv, want: 256 << 20, why: "auto"},
 		{name: "empty is auto", spec: "", env: noEnv, want: 256 << 20, why: "auto"},
 		{name: "GOGC wins over auto", spec: "AUTO", env: gogc, want: 0, why: "auto: GOGC=200 from the environment"},
-		{name: "a size wins over GOGC", spec: "1GiB", env: gogc, want: 1 << 30, why: "--gc-headroom 1GiB"},
-		{name: "256MiB given is not auto", spec: "256MiB", env: gogc, want: 256 << 20, why: "--gc-headroom 256MiB"},
+		{name: "a size wins over GOGC, which caps it", spec: "1GiB", env: gogc, want: 1 << 30, keepEnv: true, why: "--gc-headroom 1GiB"},
+		{name: "256MiB given is not auto", spec: "256MiB", env: gogc, want: 256 << 20, keepEnv: true, why: "--gc-headroom 256MiB"},
+		{name: "a size without GOGC", spec: "512MiB", env: noEnv, want: 512 << 20, why: "--gc-headroom 512MiB"},
 		{name: "off", spec: "off", env: noEnv, want: 0, why: "off"},
 		{name: "zero is off", spec: "0", env: noEnv, want: 0, why: "off"},
 	} {
 		got, err := resolveGCHeadroom(c.spec, c.env)
-		if err != nil || got.bytes != c.want || got.why != c.why {
+		if err != nil || got.bytes != c.want || got.keepEnv != c.keepEnv || got.why != c.why {
 			t.Errorf("%s: resolveGCHeadroom(%q) = %+v, %v; want %d bytes from %q", c.name, c.spec, got, err, c.want, c.why)
 		}
 	}

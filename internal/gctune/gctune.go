@@ -1,23 +1,31 @@
-// Package gctune caps how far the Go heap may grow past its live part.
+// Package gctune sets how far the Go heap may grow past its live part
+// between collections: by a fixed headroom, rather than by as much again
+// as is live (Go's GOGC=100).
 //
-// Go's collector (GOGC=100) lets the heap grow to twice what the last
-// collection found live before it collects again. A node keeps its whole
-// state in the heap, so at a million leases (about 0.6 GiB live) that
-// headroom is another 0.6 GiB of resident memory, bought for nothing but
-// fewer collections. The tuner keeps Go's default while the live heap is
-// small (every benchmark of a small state runs exactly as without it), and
-// once the live heap passes the headroom it lowers GOGC so that the heap
-// may grow by the headroom only: GOGC = 100 * headroom / live, never below
-// a floor (at very large heaps a fixed headroom would have the collector
-// run all the time).
+// A node keeps its whole state in the heap. At a million leases (about
+// 0.6 GiB live) Go's doubling is another 0.6 GiB of resident memory,
+// bought for nothing but fewer collections; so once the live heap passes
+// the headroom the tuner lowers GOGC, so that the heap grows by the
+// headroom only: GOGC = 100 * headroom / live, never below a floor (at
+// very large heaps a fixed headroom would have the collector run all the
+// time). At a small state the opposite holds: a few tens of MB live,
+// allocated through many times a second under load, had the collector
+// start several times a second, and its marking landed inside writes'
+// rounds (pairs' p99 10-11 ms against 6-7 with GOGC=400 on one machine,
+// docs/PERFORMANCE.md). So below the headroom the tuner raises GOGC by the
+// same rule, up to a ceiling (DefaultCeiling: the heap grows by at most
+// four times its live part, so a small state stays small).
 //
-// It reads the live heap once a second (runtime/metrics), not on every
-// collection: the state grows by writes, far slower than that, and a
-// polling goroutine is simpler to stop than a finalizer re-armed on every
-// cycle. GOGC is process-wide: one tuner per process (grackle server).
+// It reads the live heap after every collection (a cleanup attached to an
+// object the collection frees wakes it) and at least once a second
+// (runtime/metrics): the live heap only changes at a collection, and a
+// heap growing fast (a snapshot being restored) must not run on a GOGC
+// set for a heap many times smaller until the next second. GOGC is
+// process-wide: one tuner per process (grackle server).
 package gctune
 
 import (
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
@@ -28,15 +36,23 @@ import (
 // live may still grow by 1 GiB between collections.
 const DefaultFloor = 25
 
-// Percent is the GOGC that lets a heap of live bytes grow by at most
-// headroom: ceiling (Go's 100 by default, or what GOGC said; -1 is off)
-// while live is at most headroom, else 100 * headroom / live, but never
-// below floor nor above ceiling.
+// DefaultCeiling is the most GOGC the tuner sets when the environment
+// sets none: at 400 the heap grows by at most four times its live part
+// between collections (a leader with 20 MB live under load: a collection
+// every 80 MB allocated, not every 20; resident about 140 MB, not 70).
+// 1000 measured no better (pairs' p99 5.9-6.4 ms against 6.2-6.9).
+const DefaultCeiling = 400
+
+// Percent is the GOGC that lets a heap of live bytes grow by headroom:
+// 100 * headroom / live, but never below floor nor above ceiling (what
+// GOGC said, or DefaultCeiling; -1 is off: then only lowered, once live
+// passes headroom). Before the first collection (live 0), ceiling.
 func Percent(live, headroom uint64, floor, ceiling int) int {
-	if headroom == 0 || live <= headroom {
+	if headroom == 0 || live == 0 || (ceiling < 0 && live <= headroom) {
 		return ceiling
 	}
-	p := int(float64(headroom) * 100 / float64(live)) // no overflow, whatever the sizes
+	f := float64(headroom) * 100 / float64(live) // no overflow, whatever the sizes
+	p := int(min(f, 1e9))
 	p = max(p, floor)
 	if ceiling >= 0 {
 		p = min(p, ceiling)
@@ -48,11 +64,13 @@ func Percent(live, headroom uint64, floor, ceiling int) int {
 type Tuner struct {
 	headroom uint64
 	floor    int
-	ceiling  int // the GOGC found at start (-1: off): the most it sets, and what Stop restores
+	ceiling  int // the most it sets (-1: off, see Percent)
+	restore  int // the GOGC found at start (-1: off): what Stop puts back
 	every    time.Duration
 	set      func(int) int         // debug.SetGCPercent; tests watch it
 	live     func() (uint64, bool) // the live heap (runtime/metrics); tests feed it
 	onChange func(live uint64, from, to int)
+	cycles   <-chan struct{} // a collection ended (nil: only the ticker)
 
 	stop chan struct{}
 	done chan struct{}
@@ -60,14 +78,17 @@ type Tuner struct {
 }
 
 // Start runs a tuner with headroom bytes (0: none: the tuner does
-// nothing), polling every second. The GOGC it finds (100, or what the
-// environment's GOGC set) is the most it sets and what Stop restores.
-// onChange (nil: none) is told every change it makes, for the log.
-func Start(headroom uint64, floor int, onChange func(live uint64, from, to int)) *Tuner {
-	t := &Tuner{headroom: headroom, floor: floor, every: time.Second, set: debug.SetGCPercent,
+// nothing), reading the live heap after every collection and every
+// second. ceiling is the most GOGC it sets (DefaultCeiling, or the
+// environment's GOGC, which the operator chose; -1: off); the GOGC it
+// finds is what Stop restores. onChange (nil: none) is told every change
+// it makes, for the log.
+func Start(headroom uint64, floor, ceiling int, onChange func(live uint64, from, to int)) *Tuner {
+	t := &Tuner{headroom: headroom, floor: floor, ceiling: ceiling, every: time.Second, set: debug.SetGCPercent,
 		live: liveHeap, onChange: onChange, stop: make(chan struct{}), done: make(chan struct{})}
 	if headroom > 0 {
-		t.ceiling = currentGOGC() // not touched at all when there is nothing to tune
+		t.restore = CurrentGOGC() // not touched at all when there is nothing to tune
+		t.cycles = collections(t.stop)
 	}
 	t.start()
 	return t
@@ -101,10 +122,10 @@ func (t *Tuner) run() {
 	defer close(t.done)
 	tick := time.NewTicker(t.every)
 	defer tick.Stop()
-	cur := t.ceiling
+	cur := t.restore
 	defer func() {
-		if cur != t.ceiling {
-			t.set(t.ceiling)
+		if cur != t.restore {
+			t.set(t.restore)
 		}
 	}()
 	for {
@@ -122,14 +143,43 @@ func (t *Tuner) run() {
 		case <-t.stop:
 			return
 		case <-tick.C:
+		case <-t.cycles:
 		}
 	}
 }
 
-// currentGOGC reads the process's GOGC (-1: off). The runtime has no
+// collections signals on the channel it returns (capacity 1) after each
+// garbage collection, until stop is closed: a cleanup attached to a fresh
+// object runs once a collection has found it unreachable, and attaches
+// the next. The object holds a pointer, so the tiny allocator (which
+// packs pointer-free objects together, delaying their cleanups) leaves it
+// alone.
+func collections(stop <-chan struct{}) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	type sentinel struct{ _ *int }
+	var arm func()
+	arm = func() {
+		runtime.AddCleanup(new(sentinel), func(struct{}) {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+			arm()
+		}, struct{}{})
+	}
+	arm()
+	return ch
+}
+
+// CurrentGOGC reads the process's GOGC (-1: off). The runtime has no
 // getter that tells off apart (runtime/metrics reports a number), so it
 // is set and put back: at start, before anything depends on it.
-func currentGOGC() int {
+func CurrentGOGC() int {
 	p := debug.SetGCPercent(100)
 	debug.SetGCPercent(p)
 	return p

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -15,7 +16,14 @@ func TestPercent(t *testing.T) {
 		live, headroom       uint64
 		floor, ceiling, want int
 	}{
-		{live: 10 * mib, headroom: 256 * mib, floor: 25, ceiling: 100, want: 100},   // a small heap: Go's default
+		{live: 10 * mib, headroom: 256 * mib, floor: 25, ceiling: 100, want: 100},   // a small heap, GOGC=100 the ceiling
+		{live: 10 * mib, headroom: 256 * mib, floor: 25, ceiling: 1000, want: 1000}, // a small heap: up to the ceiling
+		{live: 64 * mib, headroom: 256 * mib, floor: 25, ceiling: 1000, want: 400},  // grows by the headroom
+		{live: 256 * mib, headroom: 256 * mib, floor: 25, ceiling: 1000, want: 100}, // Go's default at the headroom
+		{live: 600 * mib, headroom: 256 * mib, floor: 25, ceiling: 1000, want: 42},  // and below it above
+		{live: 0, headroom: 256 * mib, floor: 25, ceiling: 1000, want: 1000},        // before the first collection
+		{live: 1, headroom: 1 << 62, floor: 25, ceiling: -1, want: -1},              // off, small: off
+		{live: 1, headroom: 1 << 40, floor: 25, ceiling: 1 << 40, want: 1e9},        // no overflow
 		{live: 256 * mib, headroom: 256 * mib, floor: 25, ceiling: 100, want: 100},  // at the headroom still
 		{live: 512 * mib, headroom: 256 * mib, floor: 25, ceiling: 100, want: 50},   // grows by 256 MiB only
 		{live: 600 * mib, headroom: 256 * mib, floor: 25, ceiling: 100, want: 42},   // a million leases
@@ -39,7 +47,7 @@ func TestPercent(t *testing.T) {
 // and whose GOGC changes it records; nothing touches the process's GOGC.
 func fakeTuner(headroom uint64, gogc int) (t *Tuner, feed chan uint64, sets chan int) {
 	feed, sets = make(chan uint64), make(chan int, 100)
-	t = &Tuner{headroom: headroom, floor: DefaultFloor, ceiling: gogc, every: time.Nanosecond, stop: make(chan struct{}), done: make(chan struct{})}
+	t = &Tuner{headroom: headroom, floor: DefaultFloor, ceiling: gogc, restore: gogc, every: time.Nanosecond, stop: make(chan struct{}), done: make(chan struct{})}
 	t.set = func(p int) int { old := gogc; gogc = p; sets <- p; return old }
 	t.live = func() (uint64, bool) {
 		select {
@@ -115,6 +123,56 @@ func TestTunerKeepsTheEnvironmentsGOGC(t *testing.T) {
 	}
 }
 
+// TestTunerRaisesGOGCForASmallHeap: with a ceiling above the GOGC it
+// found (the server's DefaultCeiling when the environment sets none), a
+// small live heap may grow by the headroom, up to the ceiling; GOGC comes
+// down as the heap grows, and Stop restores the GOGC found at start.
+func TestTunerRaisesGOGCForASmallHeap(t *testing.T) {
+	tu, feed, sets := fakeTuner(256*mib, 100)
+	tu.ceiling = DefaultCeiling
+	got := feedAll(tu, feed, sets, 10*mib, 64*mib, 200*mib, 512*mib)
+	// 10 MiB: the ceiling (400); 64 MiB: 400 again (no change); 200 MiB:
+	// 128; 512 MiB: 50; Stop: 100.
+	if want := []int{DefaultCeiling, 128, 50, 100}; !sameInts(got, want) {
+		t.Fatalf("GOGC set to %v, want %v", got, want)
+	}
+}
+
+// TestTunerFollowsEveryCollection: the tuner, its ticker an hour long,
+// still reads the live heap again after a collection: only the
+// collection can wake it. (The live heap it reads is made up: 1 MiB at
+// start, 1 GiB after, so that the second reading changes GOGC.)
+func TestTunerFollowsEveryCollection(t *testing.T) {
+	changed := make(chan int, 10)
+	var reads atomic.Int32
+	tu := &Tuner{headroom: 256 * mib, floor: DefaultFloor, ceiling: 100, restore: 100, every: time.Hour,
+		set: func(int) int { return 0 }, onChange: func(_ uint64, _, to int) { changed <- to },
+		stop: make(chan struct{}), done: make(chan struct{})}
+	tu.live = func() (uint64, bool) {
+		if reads.Add(1) == 1 {
+			return mib, true
+		}
+		return 1024 * mib, true
+	}
+	tu.cycles = collections(tu.stop)
+	tu.start()
+	defer tu.Stop()
+	deadline := time.After(30 * time.Second)
+	for {
+		runtime.GC()
+		select {
+		case to := <-changed:
+			if to != 25 { // 100 * 256 MiB / 1 GiB
+				t.Fatalf("GOGC set to %d, want %d", to, 25)
+			}
+			return
+		case <-deadline:
+			t.Fatal("no collection woke the tuner in 30 s")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // TestNoHeadroomTouchesNothing: headroom 0 (--gc-headroom off) starts no
 // goroutine and never sets GOGC.
 func TestNoHeadroomTouchesNothing(t *testing.T) {
@@ -137,7 +195,7 @@ func TestTunerSetsTheRuntimesGOGC(t *testing.T) {
 	runtime.GC()
 	before := gogc(t)
 	changed := make(chan int, 10)
-	tu := &Tuner{headroom: mib, floor: DefaultFloor, ceiling: currentGOGC(), every: 10 * time.Millisecond, set: debug.SetGCPercent,
+	tu := &Tuner{headroom: mib, floor: DefaultFloor, ceiling: CurrentGOGC(), restore: CurrentGOGC(), every: 10 * time.Millisecond, set: debug.SetGCPercent,
 		live: liveHeap, onChange: func(_ uint64, _, to int) { changed <- to }, stop: make(chan struct{}), done: make(chan struct{})}
 	tu.start()
 	t.Cleanup(tu.Stop) // a failure below must not leave GOGC at the floor for the other tests
