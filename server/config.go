@@ -127,8 +127,9 @@ type Config struct {
 	// percentage of that memory (75%). Only Run sets it (it is
 	// process-wide); Start leaves the runtime alone.
 	MemoryLimit string
-	// GCHeadroom caps how far the heap may grow past its live part between
-	// collections (--gc-headroom, package gctune): "auto" (default
+	// GCHeadroom is how far the heap may grow past its live part between
+	// collections (--gc-headroom, package gctune: GOGC lowered above it,
+	// raised up to 400 below it): "auto" (default
 	// DefaultGCHeadroom: 256 MiB, unless GOGC is set in the environment),
 	// a size, or "off" for Go's own GOGC. Only Run applies it.
 	GCHeadroom string

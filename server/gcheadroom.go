@@ -29,6 +29,15 @@ type gcHeadroom struct {
 	why     string
 }
 
+// ceiling is the most GOGC the tuner may set: the environment's GOGC
+// (read by current) when the operator set one, else gctune.DefaultCeiling.
+func (h gcHeadroom) ceiling(current func() int) int {
+	if h.keepEnv {
+		return current()
+	}
+	return gctune.DefaultCeiling
+}
+
 // resolveGCHeadroom reads --gc-headroom: auto, a size (512MiB), or "off"
 // (Go's own GOGC). An explicit size applies whatever GOGC says, with
 // GOGC's value as the most the tuner sets.
@@ -66,10 +75,7 @@ func startGCTuner(spec string, logf func(msg string, args ...interface{})) (*gct
 	if err != nil {
 		return nil, err
 	}
-	ceiling := gctune.DefaultCeiling
-	if h.keepEnv {
-		ceiling = gctune.CurrentGOGC()
-	}
+	ceiling := h.ceiling(gctune.CurrentGOGC)
 	if h.bytes == 0 {
 		logf("gc headroom", "headroom", "none (Go's GOGC)", "from", h.why)
 	} else {

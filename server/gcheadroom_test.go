@@ -3,6 +3,8 @@ package server
 import (
 	"strings"
 	"testing"
+
+	"github.com/grackle-coord/grackle/internal/gctune"
 )
 
 func TestResolveGCHeadroom(t *testing.T) {
@@ -32,6 +34,16 @@ func TestResolveGCHeadroom(t *testing.T) {
 		got, err := resolveGCHeadroom(c.spec, c.env)
 		if err != nil || got.bytes != c.want || got.keepEnv != c.keepEnv || got.why != c.why {
 			t.Errorf("%s: resolveGCHeadroom(%q) = %+v, %v; want %d bytes from %q", c.name, c.spec, got, err, c.want, c.why)
+		}
+	}
+	// The ceiling: the environment's GOGC when set, else the default.
+	for _, c := range []struct {
+		env  func(string) (string, bool)
+		want int
+	}{{noEnv, gctune.DefaultCeiling}, {gogc, 200}} {
+		h, err := resolveGCHeadroom("512MiB", c.env)
+		if got := h.ceiling(func() int { return 200 }); err != nil || got != c.want {
+			t.Errorf("ceiling = %d, %v; want %d", got, err, c.want)
 		}
 	}
 	for _, spec := range []string{"lots", "-5MiB", "10%", "1.5GiB"} {

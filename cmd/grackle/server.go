@@ -112,7 +112,7 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 
 	fs.StringVar(&cfg.MemoryLimit, "memory-limit", cfg.MemoryLimit, `Go's soft memory limit for this node: auto (90% of the cgroup's memory limit or the machine's memory, whichever is smaller; GOMEMLIMIT, when set, wins), off, a size (900MiB, 2GiB) or a percentage of that memory (75%)`)
 
-	fs.StringVar(&cfg.GCHeadroom, "gc-headroom", cfg.GCHeadroom, `how far the heap may grow past its live part between collections (Go's default lets it double; below the headroom it grows by at most four times its live part): auto (256MiB; GOGC, when set, wins), a size (512MiB, 1GiB) or off (Go's own GOGC)`)
+	fs.StringVar(&cfg.GCHeadroom, "gc-headroom", cfg.GCHeadroom, `how far the heap may grow past its live part between collections (Go's default lets it double; below the headroom it grows by at most four times its live part, or as GOGC allows when set): auto (256MiB; GOGC, when set, wins), a size (512MiB, 1GiB) or off (Go's own GOGC)`)
 
 	fs.Uint64Var(&cfg.ReadyMaxLag, "ready-max-lag", cfg.ReadyMaxLag, "/readyz fails while the applied index trails the commit index by more entries")
 }

@@ -16,16 +16,22 @@
 // same rule, up to a ceiling (DefaultCeiling: the heap grows by at most
 // four times its live part, so a small state stays small).
 //
-// It reads the live heap after every collection (a cleanup attached to an
-// object the collection frees wakes it) and at least once a second
-// (runtime/metrics): the live heap only changes at a collection, and a
-// heap growing fast (a snapshot being restored) must not run on a GOGC
-// set for a heap many times smaller until the next second. GOGC is
-// process-wide: one tuner per process (grackle server).
+// It looks whether a collection has ended (runtime/metrics' count of
+// them), 10 ms after the last one and then less and less often, up to
+// once a second, and reads the live heap after each, which is the only
+// time the live heap changes. Soon after each collection under load, not
+// once a second: a heap growing fast (a
+// snapshot being restored) must not run on a GOGC raised for a heap many
+// times smaller, which would let it grow by four times its live part
+// again and again until the next second, where Go's default lets it
+// double. (A cleanup on an object each collection frees was tried as the
+// signal: under load the runtime runs cleanups only once the heap is
+// swept, which on busy cores is just before the next collection, so it
+// missed most of them.) GOGC is process-wide: one tuner per process
+// (grackle server).
 package gctune
 
 import (
-	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
@@ -44,9 +50,10 @@ const DefaultFloor = 25
 const DefaultCeiling = 400
 
 // Percent is the GOGC that lets a heap of live bytes grow by headroom:
-// 100 * headroom / live, but never below floor nor above ceiling (what
-// GOGC said, or DefaultCeiling; -1 is off: then only lowered, once live
-// passes headroom). Before the first collection (live 0), ceiling.
+// 100 * headroom / live, raised to floor if below it, then lowered to
+// ceiling if above it (what GOGC said, or DefaultCeiling: a ceiling below
+// the floor wins; -1 is off: then only lowered, once live passes
+// headroom). Before the first collection (live 0), ceiling.
 func Percent(live, headroom uint64, floor, ceiling int) int {
 	if headroom == 0 || live == 0 || (ceiling < 0 && live <= headroom) {
 		return ceiling
@@ -64,31 +71,43 @@ func Percent(live, headroom uint64, floor, ceiling int) int {
 type Tuner struct {
 	headroom uint64
 	floor    int
-	ceiling  int // the most it sets (-1: off, see Percent)
-	restore  int // the GOGC found at start (-1: off): what Stop puts back
-	every    time.Duration
+	ceiling  int                   // the most it sets (-1: off, see Percent)
+	restore  int                   // the GOGC found at start (-1: off): what Stop puts back
+	every    time.Duration         // how soon it looks again after a collection (pollEvery)
+	longest  time.Duration         // the longest it waits between looks (pollLongest)
 	set      func(int) int         // debug.SetGCPercent; tests watch it
+	cycles   func() (uint64, bool) // collections so far (runtime/metrics); tests feed it
 	live     func() (uint64, bool) // the live heap (runtime/metrics); tests feed it
 	onChange func(live uint64, from, to int)
-	cycles   <-chan struct{} // a collection ended (nil: only the ticker)
 
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
 }
 
+// pollEvery and pollLongest bound how often the tuner looks whether a
+// collection ended: 10 ms after one, then twice as long after each look
+// that finds none, up to a second. Under load (collections every fraction
+// of a second, a heap being restored) it sees each within about 10-100
+// ms; an idle node, which collects every two minutes, is woken about once
+// a second (looking every 10 ms throughout cost an idle node 14 ms of CPU
+// a second here, against 5 without the tuner).
+const (
+	pollEvery   = 10 * time.Millisecond
+	pollLongest = time.Second
+)
+
 // Start runs a tuner with headroom bytes (0: none: the tuner does
-// nothing), reading the live heap after every collection and every
-// second. ceiling is the most GOGC it sets (DefaultCeiling, or the
+// nothing), reading the live heap after every collection (within
+// pollEvery). ceiling is the most GOGC it sets (DefaultCeiling, or the
 // environment's GOGC, which the operator chose; -1: off); the GOGC it
 // finds is what Stop restores. onChange (nil: none) is told every change
 // it makes, for the log.
 func Start(headroom uint64, floor, ceiling int, onChange func(live uint64, from, to int)) *Tuner {
-	t := &Tuner{headroom: headroom, floor: floor, ceiling: ceiling, every: time.Second, set: debug.SetGCPercent,
-		live: liveHeap, onChange: onChange, stop: make(chan struct{}), done: make(chan struct{})}
+	t := &Tuner{headroom: headroom, floor: floor, ceiling: ceiling, every: pollEvery, longest: pollLongest, set: debug.SetGCPercent,
+		cycles: gcCycles, live: liveHeap, onChange: onChange, stop: make(chan struct{}), done: make(chan struct{})}
 	if headroom > 0 {
 		t.restore = CurrentGOGC() // not touched at all when there is nothing to tune
-		t.cycles = collections(t.stop)
 	}
 	t.start()
 	return t
@@ -113,67 +132,54 @@ func (t *Tuner) Stop() {
 	})
 }
 
-// minStep is the smallest change of GOGC the tuner makes (but for reaching
-// the ceiling or the floor): the live heap moves a little all the time, and GOGC
-// need not follow every percent of it.
+// minStep is the smallest change of GOGC the tuner makes, and a tenth of
+// the current GOGC when that is more (but for reaching the ceiling or the
+// floor): the live heap moves by a few per cent from one collection to
+// the next, and GOGC need not follow (nor the log tell) every move.
 const minStep = 5
+
+// worthChanging reports whether the tuner moves GOGC from cur to want.
+func (t *Tuner) worthChanging(cur, want int) bool {
+	return want != cur && (abs(want-cur) >= max(minStep, abs(cur)/10) || want == t.ceiling || want == t.floor)
+}
 
 func (t *Tuner) run() {
 	defer close(t.done)
-	tick := time.NewTicker(t.every)
-	defer tick.Stop()
+	timer := time.NewTimer(t.every)
+	defer timer.Stop()
+	wait := t.every
 	cur := t.restore
 	defer func() {
 		if cur != t.restore {
 			t.set(t.restore)
 		}
 	}()
+	var seen uint64
+	first := true
 	for {
-		if live, ok := t.live(); ok {
-			want := Percent(live, t.headroom, t.floor, t.ceiling)
-			if want != cur && (abs(want-cur) >= minStep || want == t.ceiling || want == t.floor) {
-				t.set(want)
-				if t.onChange != nil {
-					t.onChange(live, cur, want)
+		// The live heap changes only at a collection: read it once after
+		// each (and once at start).
+		n, ok := t.cycles()
+		wait = min(2*wait, t.longest) // no collection: look less often
+		if ok && (first || n != seen) {
+			first, seen, wait = false, n, t.every
+			if live, ok := t.live(); ok {
+				if want := Percent(live, t.headroom, t.floor, t.ceiling); t.worthChanging(cur, want) {
+					t.set(want)
+					if t.onChange != nil {
+						t.onChange(live, cur, want)
+					}
+					cur = want
 				}
-				cur = want
 			}
 		}
+		timer.Reset(wait)
 		select {
 		case <-t.stop:
 			return
-		case <-tick.C:
-		case <-t.cycles:
+		case <-timer.C:
 		}
 	}
-}
-
-// collections signals on the channel it returns (capacity 1) after each
-// garbage collection, until stop is closed: a cleanup attached to a fresh
-// object runs once a collection has found it unreachable, and attaches
-// the next. The object holds a pointer, so the tiny allocator (which
-// packs pointer-free objects together, delaying their cleanups) leaves it
-// alone.
-func collections(stop <-chan struct{}) <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	type sentinel struct{ _ *int }
-	var arm func()
-	arm = func() {
-		runtime.AddCleanup(new(sentinel), func(struct{}) {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-			arm()
-		}, struct{}{})
-	}
-	arm()
-	return ch
 }
 
 // CurrentGOGC reads the process's GOGC (-1: off). The runtime has no
@@ -186,8 +192,13 @@ func CurrentGOGC() int {
 }
 
 // liveHeap is the heap the last collection found live (Go 1.21+).
-func liveHeap() (uint64, bool) {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+func liveHeap() (uint64, bool) { return readUint64("/gc/heap/live:bytes") }
+
+// gcCycles is how many collections have ended.
+func gcCycles() (uint64, bool) { return readUint64("/gc/cycles/total:gc-cycles") }
+
+func readUint64(name string) (uint64, bool) {
+	s := []metrics.Sample{{Name: name}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 {
 		return 0, false

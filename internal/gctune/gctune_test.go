@@ -1,8 +1,8 @@
 package gctune
 
 import (
+	"math"
 	"runtime"
-	"runtime/debug"
 	"runtime/metrics"
 	"sync/atomic"
 	"testing"
@@ -23,7 +23,7 @@ func TestPercent(t *testing.T) {
 		{live: 600 * mib, headroom: 256 * mib, floor: 25, ceiling: 1000, want: 42},  // and below it above
 		{live: 0, headroom: 256 * mib, floor: 25, ceiling: 1000, want: 1000},        // before the first collection
 		{live: 1, headroom: 1 << 62, floor: 25, ceiling: -1, want: -1},              // off, small: off
-		{live: 1, headroom: 1 << 40, floor: 25, ceiling: 1 << 40, want: 1e9},        // no overflow
+		{live: 1, headroom: 1 << 40, floor: 25, ceiling: math.MaxInt32, want: 1e9},  // no overflow
 		{live: 256 * mib, headroom: 256 * mib, floor: 25, ceiling: 100, want: 100},  // at the headroom still
 		{live: 512 * mib, headroom: 256 * mib, floor: 25, ceiling: 100, want: 50},   // grows by 256 MiB only
 		{live: 600 * mib, headroom: 256 * mib, floor: 25, ceiling: 100, want: 42},   // a million leases
@@ -47,8 +47,10 @@ func TestPercent(t *testing.T) {
 // and whose GOGC changes it records; nothing touches the process's GOGC.
 func fakeTuner(headroom uint64, gogc int) (t *Tuner, feed chan uint64, sets chan int) {
 	feed, sets = make(chan uint64), make(chan int, 100)
-	t = &Tuner{headroom: headroom, floor: DefaultFloor, ceiling: gogc, restore: gogc, every: time.Nanosecond, stop: make(chan struct{}), done: make(chan struct{})}
+	t = &Tuner{headroom: headroom, floor: DefaultFloor, ceiling: gogc, restore: gogc, every: time.Nanosecond, longest: time.Nanosecond, stop: make(chan struct{}), done: make(chan struct{})}
 	t.set = func(p int) int { old := gogc; gogc = p; sets <- p; return old }
+	n := uint64(0)
+	t.cycles = func() (uint64, bool) { n++; return n, true } // a collection before every look
 	t.live = func() (uint64, bool) {
 		select {
 		case v := <-feed:
@@ -138,38 +140,50 @@ func TestTunerRaisesGOGCForASmallHeap(t *testing.T) {
 	}
 }
 
-// TestTunerFollowsEveryCollection: the tuner, its ticker an hour long,
-// still reads the live heap again after a collection: only the
-// collection can wake it. (The live heap it reads is made up: 1 MiB at
-// start, 1 GiB after, so that the second reading changes GOGC.)
-func TestTunerFollowsEveryCollection(t *testing.T) {
+// TestTunerReadsOncePerCollection: the tuner reads the live heap once at
+// start and then once after each collection, however often it looks, and
+// not in between. (Collections and the live heap are made up: 1 MiB live
+// at first, 1 GiB after, so that the later readings lower GOGC.)
+func TestTunerReadsOncePerCollection(t *testing.T) {
+	var collections, looks, reads atomic.Int64
 	changed := make(chan int, 10)
-	var reads atomic.Int32
-	tu := &Tuner{headroom: 256 * mib, floor: DefaultFloor, ceiling: 100, restore: 100, every: time.Hour,
+	tu := &Tuner{headroom: 256 * mib, floor: DefaultFloor, ceiling: 100, restore: 100, every: time.Microsecond, longest: 10 * time.Microsecond,
 		set: func(int) int { return 0 }, onChange: func(_ uint64, _, to int) { changed <- to },
 		stop: make(chan struct{}), done: make(chan struct{})}
+	tu.cycles = func() (uint64, bool) { looks.Add(1); return uint64(collections.Load()), true }
 	tu.live = func() (uint64, bool) {
 		if reads.Add(1) == 1 {
 			return mib, true
 		}
 		return 1024 * mib, true
 	}
-	tu.cycles = collections(tu.stop)
 	tu.start()
 	defer tu.Stop()
-	deadline := time.After(30 * time.Second)
-	for {
-		runtime.GC()
-		select {
-		case to := <-changed:
-			if to != 25 { // 100 * 256 MiB / 1 GiB
-				t.Fatalf("GOGC set to %d, want %d", to, 25)
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("30 s without %s (looks %d, reads %d)", what, looks.Load(), reads.Load())
 			}
-			return
-		case <-deadline:
-			t.Fatal("no collection woke the tuner in 30 s")
-		case <-time.After(50 * time.Millisecond):
+			time.Sleep(time.Millisecond)
 		}
+	}
+	waitFor("100 looks", func() bool { return looks.Load() >= 100 })
+	if n := reads.Load(); n != 1 {
+		t.Fatalf("%d readings with no collection after start, want 1", n)
+	}
+	for i := int64(1); i <= 3; i++ {
+		collections.Add(1)
+		waitFor("a reading after the collection", func() bool { return reads.Load() == 1+i })
+		l := looks.Load()
+		waitFor("100 more looks", func() bool { return looks.Load() >= l+100 })
+		if n := reads.Load(); n != 1+i {
+			t.Fatalf("after %d collections: %d readings, want %d", i, n, 1+i)
+		}
+	}
+	if to := <-changed; to != 25 { // 100 * 256 MiB / 1 GiB
+		t.Fatalf("GOGC set to %d, want 25", to)
 	}
 }
 
@@ -184,28 +198,34 @@ func TestNoHeadroomTouchesNothing(t *testing.T) {
 	}
 }
 
-// TestTunerSetsTheRuntimesGOGC: the real tuner, on this process's heap:
-// with a headroom of 1 MiB and more than that live, the runtime's GOGC
-// (read back through runtime/metrics) comes down, and Stop restores it.
-func TestTunerSetsTheRuntimesGOGC(t *testing.T) {
+// TestStartFollowsTheRuntime: Start's tuner, on this process's heap: with
+// a headroom of 16 MiB and little live, GOGC stays (the ceiling, Go's 100
+// here); once 64 MiB is live, a collection later the runtime's GOGC (read
+// back through runtime/metrics) comes down to the floor, and Stop
+// restores it.
+func TestStartFollowsTheRuntime(t *testing.T) {
+	runtime.GC()
+	before := gogc(t)
+	changed := make(chan int, 10)
+	tu := Start(16*mib, DefaultFloor, CurrentGOGC(), func(_ uint64, _, to int) { changed <- to })
+	t.Cleanup(tu.Stop)         // a failure below must not leave GOGC at the floor for the other tests
 	keep := make([][]byte, 64) // 64 MiB live
 	for i := range keep {
 		keep[i] = make([]byte, mib)
 	}
-	runtime.GC()
-	before := gogc(t)
-	changed := make(chan int, 10)
-	tu := &Tuner{headroom: mib, floor: DefaultFloor, ceiling: CurrentGOGC(), restore: CurrentGOGC(), every: 10 * time.Millisecond, set: debug.SetGCPercent,
-		live: liveHeap, onChange: func(_ uint64, _, to int) { changed <- to }, stop: make(chan struct{}), done: make(chan struct{})}
-	tu.start()
-	t.Cleanup(tu.Stop) // a failure below must not leave GOGC at the floor for the other tests
-	select {
-	case to := <-changed:
-		if to != DefaultFloor {
-			t.Errorf("GOGC set to %d with 64 MiB live and 1 MiB of headroom, want the floor %d", to, DefaultFloor)
+	deadline := time.After(30 * time.Second)
+wait:
+	for {
+		runtime.GC()
+		select {
+		case to := <-changed:
+			if to == DefaultFloor {
+				break wait
+			}
+		case <-deadline:
+			t.Fatal("the tuner changed nothing in 30 s")
+		case <-time.After(50 * time.Millisecond):
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the tuner changed nothing in 30 s")
 	}
 	if got := gogc(t); got != DefaultFloor {
 		t.Errorf("the runtime's GOGC is %d, want %d", got, DefaultFloor)
