@@ -11,7 +11,8 @@ import (
 
 // fill sets every field of m, at every depth below it (to depth levels),
 // each string to s: one element in each list, one entry in each map; of
-// a oneof, only the field op.
+// a oneof, only the field op (nil below the top: the Command's op is the
+// only oneof in the log's messages, and fill would skip any other).
 func fill(m protoreflect.Message, s string, op protoreflect.FieldDescriptor, depth int) {
 	if depth == 0 {
 		return
@@ -93,10 +94,21 @@ func everyOp(s string) map[string]*fsmpb.Command {
 // string that is not UTF-8 is refused, so no log entry holds one (Decode
 // does not check; TestEncodeRefusesInvalidUTF8 has two cases by hand).
 func TestEncodeRefusesInvalidUTF8EverywhereInEveryOp(t *testing.T) {
-	strings := 0
-	for op, c := range everyOp("ok") {
+	strings, grantStrings := 0, 0
+	g := &fsmpb.Grant{}
+	fill(g.ProtoReflect(), "ok", nil, 3)
+	walkStrings(g.ProtoReflect(), func(func() string, func(string)) bool { grantStrings++; return true })
+	ops := everyOp("ok")
+	for op, c := range ops {
+		if data, err := Encode(c); err != nil {
+			t.Fatalf("%s: the command before any string is spoiled: %v (%d bytes)", op, err, len(data))
+		}
 		n := 0
 		walkStrings(c.ProtoReflect(), func(func() string, func(string)) bool { n++; return true })
+		opField := c.ProtoReflect().WhichOneof(c.ProtoReflect().Descriptor().Oneofs().ByName("op"))
+		if hasStrings(opField.Message(), 3) && n <= grantStrings {
+			t.Fatalf("%s: %d strings, none beyond its grants' %d: the fill is broken", op, n, grantStrings)
+		}
 		for i := range n {
 			bad := proto.Clone(c).(*fsmpb.Command)
 			if !spoil(bad.ProtoReflect(), i) {
@@ -108,9 +120,30 @@ func TestEncodeRefusesInvalidUTF8EverywhereInEveryOp(t *testing.T) {
 			}
 		}
 	}
-	if strings < 20 {
-		t.Fatalf("only %d string fields found in the commands: the walk is broken", strings)
+	if strings < len(ops)*grantStrings {
+		t.Fatalf("only %d strings found in %d commands: the fill or the walk is broken", strings, len(ops))
 	}
+}
+
+// hasStrings: a message of type md has a string field (to depth levels).
+func hasStrings(md protoreflect.MessageDescriptor, depth int) bool {
+	if md == nil || depth == 0 {
+		return false
+	}
+	fields := md.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if fd.IsMap() {
+			if fd.MapKey().Kind() == protoreflect.StringKind || fd.MapValue().Kind() == protoreflect.StringKind || hasStrings(fd.MapValue().Message(), depth-1) {
+				return true
+			}
+			continue
+		}
+		if fd.Kind() == protoreflect.StringKind || hasStrings(fd.Message(), depth-1) {
+			return true
+		}
+	}
+	return false
 }
 
 // spoil makes the k-th string of m (walk order) invalid UTF-8.
@@ -128,7 +161,7 @@ func spoil(m protoreflect.Message, k int) bool {
 	return done
 }
 
-// walkStrings calls f for every string in m (fields in number order, one
+// walkStrings calls f for every string in m (fields in declaration order, one
 // list element or map entry at a time), until f returns false.
 func walkStrings(m protoreflect.Message, f func(get func() string, set func(string)) bool) bool {
 	fields := m.Descriptor().Fields()

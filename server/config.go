@@ -129,7 +129,8 @@ type Config struct {
 	MemoryLimit string
 	// GCHeadroom is how far the heap may grow past its live part between
 	// collections (--gc-headroom, package gctune: GOGC lowered above it,
-	// raised up to 400 below it): "auto" (default
+	// raised below it up to 400, or up to the environment's GOGC when that
+	// is set with an explicit size): "auto" (default
 	// DefaultGCHeadroom: 256 MiB, unless GOGC is set in the environment),
 	// a size, or "off" for Go's own GOGC. Only Run applies it.
 	GCHeadroom string

@@ -24,7 +24,7 @@ const autoMemoryFraction = 0.9
 // A node keeps its whole state in the Go heap, and Go's default collector
 // (GOGC=100) lets the heap grow to twice what the last collection found
 // live: without a limit, a node holding a million leases under write load
-// was resident at about 1.4 GiB for about 0.6 GiB of live heap
+// was resident at about 1.3 GiB for about 0.6 GiB of live heap
 // (docs/SCALING.md). A soft limit (runtime/debug.SetMemoryLimit) makes the
 // collector run sooner as the heap nears it, so the node stays within the
 // memory it was given instead of being killed for it.

@@ -11,23 +11,22 @@
 // time). At a small state the opposite holds: a few tens of MB live,
 // allocated through many times a second under load, had the collector
 // start several times a second, and its marking landed inside writes'
-// rounds (pairs' p99 10-11 ms against 6-7 with GOGC=400 on one machine,
-// docs/PERFORMANCE.md). So below the headroom the tuner raises GOGC by the
+// rounds (pairs' p99 10-11 ms against 6-7 with this tuner's ceiling of
+// 400 on one machine, docs/PERFORMANCE.md). So below the headroom the tuner raises GOGC by the
 // same rule, up to a ceiling (DefaultCeiling: the heap grows by at most
 // four times its live part, so a small state stays small).
 //
 // It looks whether a collection has ended (runtime/metrics' count of
-// them), 10 ms after the last one and then less and less often, up to
-// once a second, and reads the live heap after each, which is the only
-// time the live heap changes. Soon after each collection under load, not
-// once a second: a heap growing fast (a snapshot being restored) must not
-// run on a GOGC raised for a heap many times smaller, which would let it
-// grow by four times its live part again and again until the next
-// second, where Go's default lets it double. (A cleanup on an object each collection frees was tried as the
-// signal: under load the runtime runs cleanups only once the heap is
-// swept, which on busy cores is just before the next collection, so it
-// missed most of them.) GOGC is process-wide: one tuner per process
-// (grackle server).
+// them) 10 ms after the last one, then less and less often, down to ten
+// times a second, and reads the live heap after each collection, which is
+// the only time the live heap changes. It must see each collection soon
+// under load: a heap growing fast (a snapshot being restored) that kept a
+// GOGC raised for a heap many times smaller would grow by four times its
+// live part at each collection instead of by the headroom. (A cleanup on
+// an object each collection frees was tried as the signal: under load the
+// runtime runs cleanups only once the heap is swept, which on busy cores
+// is just before the next collection, so it missed most of them.) GOGC is
+// process-wide: one tuner per process (grackle server).
 package gctune
 
 import (
@@ -45,7 +44,8 @@ const DefaultFloor = 25
 // sets none: at 400 the heap grows by at most four times its live part
 // between collections (a leader with 20 MB live under load: a collection
 // every 80 MB allocated, not every 20; resident about 140 MB, not 70).
-// 1000 measured no better (pairs' p99 5.9-6.4 ms against 6.2-6.9).
+// 1000 measured barely better (pairs' p99 5.9-6.4 ms against 6.2-6.9),
+// for a leader resident at 249 MB against 137.
 const DefaultCeiling = 400
 
 // Percent is the GOGC that lets a heap of live bytes grow by headroom:
@@ -86,19 +86,19 @@ type Tuner struct {
 
 // pollEvery and pollLongest bound how often the tuner looks whether a
 // collection ended: 10 ms after one, then twice as long after each look
-// that finds none, up to a second. Under load (collections every fraction
-// of a second, a heap being restored) it sees each within about 10-100
-// ms; an idle node, which collects every two minutes, is woken about once
-// a second (looking every 10 ms throughout cost an idle node 19 ms of CPU
-// a second here, against 5 without it; with the back-off, 5).
+// that finds none, up to 100 ms. Under load (collections every fraction
+// of a second, a heap being restored) it sees each within 10-100 ms; an
+// idle node, which collects every two minutes, is woken ten times a
+// second. (Looking every 10 ms throughout cost an idle node here 19 ms
+// of CPU a second against 5 without the tuner; up to 100 ms, 6.)
 const (
 	pollEvery   = 10 * time.Millisecond
-	pollLongest = time.Second
+	pollLongest = 100 * time.Millisecond
 )
 
 // Start runs a tuner with headroom bytes (0: none: the tuner does
-// nothing), reading the live heap after every collection (10 ms to a
-// second after it: pollEvery, pollLongest). ceiling is the most GOGC it sets (DefaultCeiling, or the
+// nothing), reading the live heap after every collection (10-100 ms
+// after it: pollEvery, pollLongest). ceiling is the most GOGC it sets (DefaultCeiling, or the
 // environment's GOGC, which the operator chose; -1: off); the GOGC it
 // finds is what Stop restores. onChange (nil: none) is told every change
 // it makes, for the log.
