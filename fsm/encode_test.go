@@ -94,17 +94,15 @@ func everyOp(s string) map[string]*fsmpb.Command {
 // string that is not UTF-8 is refused, so no log entry holds one (Decode
 // does not check; TestEncodeRefusesInvalidUTF8 has two cases by hand).
 func TestEncodeRefusesInvalidUTF8EverywhereInEveryOp(t *testing.T) {
-	strings, grantStrings := 0, 0
 	g := &fsmpb.Grant{}
 	fill(g.ProtoReflect(), "ok", nil, 3)
-	walkStrings(g.ProtoReflect(), func(func() string, func(string)) bool { grantStrings++; return true })
+	strings, grantStrings := 0, countStrings(g.ProtoReflect())
 	ops := everyOp("ok")
 	for op, c := range ops {
 		if data, err := Encode(c); err != nil {
 			t.Fatalf("%s: the command before any string is spoiled: %v (%d bytes)", op, err, len(data))
 		}
-		n := 0
-		walkStrings(c.ProtoReflect(), func(func() string, func(string)) bool { n++; return true })
+		n := countStrings(c.ProtoReflect())
 		opField := c.ProtoReflect().WhichOneof(c.ProtoReflect().Descriptor().Oneofs().ByName("op"))
 		if hasStrings(opField.Message(), 3) && n <= grantStrings {
 			t.Fatalf("%s: %d strings, none beyond its grants' %d: the fill is broken", op, n, grantStrings)
@@ -146,12 +144,19 @@ func hasStrings(md protoreflect.MessageDescriptor, depth int) bool {
 	return false
 }
 
+// countStrings is how many strings walkStrings finds in m.
+func countStrings(m protoreflect.Message) int {
+	n := 0
+	walkStrings(m, func(func()) bool { n++; return true })
+	return n
+}
+
 // spoil makes the k-th string of m (walk order) invalid UTF-8.
 func spoil(m protoreflect.Message, k int) bool {
 	done := false
-	walkStrings(m, func(get func() string, set func(string)) bool {
+	walkStrings(m, func(bad func()) bool {
 		if k == 0 {
-			set(get() + "\xff")
+			bad()
 			done = true
 			return false
 		}
@@ -161,9 +166,11 @@ func spoil(m protoreflect.Message, k int) bool {
 	return done
 }
 
-// walkStrings calls f for every string in m (fields in declaration order, one
-// list element or map entry at a time), until f returns false.
-func walkStrings(m protoreflect.Message, f func(get func() string, set func(string)) bool) bool {
+// walkStrings calls f for every string in m (fields in declaration order,
+// one list element or map key or value at a time), with a function that
+// appends an invalid UTF-8 byte to that string, until f returns false.
+func walkStrings(m protoreflect.Message, f func(bad func()) bool) bool {
+	badString := func(v protoreflect.Value) protoreflect.Value { return protoreflect.ValueOfString(v.String() + "\xff") }
 	fields := m.Descriptor().Fields()
 	for i := range fields.Len() {
 		fd := fields.Get(i)
@@ -176,20 +183,16 @@ func walkStrings(m protoreflect.Message, f func(get func() string, set func(stri
 			var keys []protoreflect.MapKey
 			mp.Range(func(k protoreflect.MapKey, _ protoreflect.Value) bool { keys = append(keys, k); return true })
 			for _, k := range keys {
-				if fd.MapKey().Kind() == protoreflect.StringKind {
-					key := k
-					if !f(func() string { return key.String() }, func(s string) {
-						v := mp.Get(key)
-						mp.Clear(key)
-						mp.Set(protoreflect.ValueOfString(s).MapKey(), v)
-					}) {
-						return false
-					}
+				if fd.MapKey().Kind() == protoreflect.StringKind && !f(func() {
+					v := mp.Get(k)
+					mp.Clear(k)
+					mp.Set(badString(k.Value()).MapKey(), v)
+				}) {
+					return false
 				}
 				switch fd.MapValue().Kind() {
 				case protoreflect.StringKind:
-					key := k
-					if !f(func() string { return mp.Get(key).String() }, func(s string) { mp.Set(key, protoreflect.ValueOfString(s)) }) {
+					if !f(func() { mp.Set(k, badString(mp.Get(k))) }) {
 						return false
 					}
 				case protoreflect.MessageKind:
@@ -203,8 +206,7 @@ func walkStrings(m protoreflect.Message, f func(get func() string, set func(stri
 			for j := range l.Len() {
 				switch fd.Kind() {
 				case protoreflect.StringKind:
-					j := j
-					if !f(func() string { return l.Get(j).String() }, func(s string) { l.Set(j, protoreflect.ValueOfString(s)) }) {
+					if !f(func() { l.Set(j, badString(l.Get(j))) }) {
 						return false
 					}
 				case protoreflect.MessageKind:
@@ -214,7 +216,7 @@ func walkStrings(m protoreflect.Message, f func(get func() string, set func(stri
 				}
 			}
 		case fd.Kind() == protoreflect.StringKind:
-			if !f(func() string { return m.Get(fd).String() }, func(s string) { m.Set(fd, protoreflect.ValueOfString(s)) }) {
+			if !f(func() { m.Set(fd, badString(m.Get(fd))) }) {
 				return false
 			}
 		case fd.Message() != nil:

@@ -153,15 +153,14 @@ func (t *Tuner) run() {
 			t.set(t.restore)
 		}
 	}()
-	var seen uint64
-	first := true
+	seen := ^uint64(0) // no count yet: the first look reads the live heap
 	for {
 		// The live heap changes only at a collection: read it once after
 		// each (and once at start).
 		n, ok := t.cycles()
 		wait = min(2*wait, t.longest) // no collection: look less often
-		if ok && (first || n != seen) {
-			first, seen, wait = false, n, t.every
+		if ok && n != seen {
+			seen, wait = n, t.every
 			if live, ok := t.live(); ok {
 				if want := Percent(live, t.headroom, t.floor, t.ceiling); t.worthChanging(cur, want) {
 					t.set(want)
