@@ -76,6 +76,118 @@ func (AcquireOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{0}
 }
 
+type LockState int32
+
+const (
+	LockState_LOCK_STATE_UNSPECIFIED      LockState = 0
+	LockState_LOCK_STATE_UNLOCKED         LockState = 1
+	LockState_LOCK_STATE_SHARED_LOCKED    LockState = 2
+	LockState_LOCK_STATE_EXCLUSIVE_LOCKED LockState = 3
+)
+
+// Enum value maps for LockState.
+var (
+	LockState_name = map[int32]string{
+		0: "LOCK_STATE_UNSPECIFIED",
+		1: "LOCK_STATE_UNLOCKED",
+		2: "LOCK_STATE_SHARED_LOCKED",
+		3: "LOCK_STATE_EXCLUSIVE_LOCKED",
+	}
+	LockState_value = map[string]int32{
+		"LOCK_STATE_UNSPECIFIED":      0,
+		"LOCK_STATE_UNLOCKED":         1,
+		"LOCK_STATE_SHARED_LOCKED":    2,
+		"LOCK_STATE_EXCLUSIVE_LOCKED": 3,
+	}
+)
+
+func (x LockState) Enum() *LockState {
+	p := new(LockState)
+	*p = x
+	return p
+}
+
+func (x LockState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LockState) Descriptor() protoreflect.EnumDescriptor {
+	return file_grackle_v1_grackle_proto_enumTypes[1].Descriptor()
+}
+
+func (LockState) Type() protoreflect.EnumType {
+	return &file_grackle_v1_grackle_proto_enumTypes[1]
+}
+
+func (x LockState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LockState.Descriptor instead.
+func (LockState) EnumDescriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{1}
+}
+
+// What kept an AcquireLock from being granted.
+type ContentionReason int32
+
+const (
+	ContentionReason_CONTENTION_REASON_UNSPECIFIED ContentionReason = 0
+	// A holder of the same lock.
+	ContentionReason_CONTENTION_REASON_PEER ContentionReason = 1
+	// A holder of an ancestor of the lock (a lock on "a" covers "a/b").
+	ContentionReason_CONTENTION_REASON_ANCESTOR ContentionReason = 2
+	// A holder of a descendant of the lock.
+	ContentionReason_CONTENTION_REASON_DESCENDANT ContentionReason = 3
+	// An earlier request that still waits (conflict-FIFO fairness).
+	ContentionReason_CONTENTION_REASON_QUEUE ContentionReason = 4
+)
+
+// Enum value maps for ContentionReason.
+var (
+	ContentionReason_name = map[int32]string{
+		0: "CONTENTION_REASON_UNSPECIFIED",
+		1: "CONTENTION_REASON_PEER",
+		2: "CONTENTION_REASON_ANCESTOR",
+		3: "CONTENTION_REASON_DESCENDANT",
+		4: "CONTENTION_REASON_QUEUE",
+	}
+	ContentionReason_value = map[string]int32{
+		"CONTENTION_REASON_UNSPECIFIED": 0,
+		"CONTENTION_REASON_PEER":        1,
+		"CONTENTION_REASON_ANCESTOR":    2,
+		"CONTENTION_REASON_DESCENDANT":  3,
+		"CONTENTION_REASON_QUEUE":       4,
+	}
+)
+
+func (x ContentionReason) Enum() *ContentionReason {
+	p := new(ContentionReason)
+	*p = x
+	return p
+}
+
+func (x ContentionReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ContentionReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_grackle_v1_grackle_proto_enumTypes[2].Descriptor()
+}
+
+func (ContentionReason) Type() protoreflect.EnumType {
+	return &file_grackle_v1_grackle_proto_enumTypes[2]
+}
+
+func (x ContentionReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ContentionReason.Descriptor instead.
+func (ContentionReason) EnumDescriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{2}
+}
+
 type Namespace struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -3692,6 +3804,1749 @@ func (x *SnapshotFileHeader) GetDataSize() uint64 {
 	return 0
 }
 
+type LockLease struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LeaseId       string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	ProcessId     string                 `protobuf:"bytes,2,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	TtlSeconds    int64                  `protobuf:"varint,3,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	CreatedAt     int64                  `protobuf:"varint,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ExpiresAt     int64                  `protobuf:"varint,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	Metadata      map[string]string      `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockLease) Reset() {
+	*x = LockLease{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockLease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockLease) ProtoMessage() {}
+
+func (x *LockLease) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockLease.ProtoReflect.Descriptor instead.
+func (*LockLease) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *LockLease) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *LockLease) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+func (x *LockLease) GetTtlSeconds() int64 {
+	if x != nil {
+		return x.TtlSeconds
+	}
+	return 0
+}
+
+func (x *LockLease) GetCreatedAt() int64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+func (x *LockLease) GetExpiresAt() int64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
+func (x *LockLease) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+type LockHolder struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LeaseId       string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	ProcessId     string                 `protobuf:"bytes,2,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	Exclusive     bool                   `protobuf:"varint,3,opt,name=exclusive,proto3" json:"exclusive,omitempty"`
+	LockedAt      int64                  `protobuf:"varint,4,opt,name=locked_at,json=lockedAt,proto3" json:"locked_at,omitempty"`
+	ExpiresAt     int64                  `protobuf:"varint,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	FencingToken  uint64                 `protobuf:"varint,6,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
+	Metadata      map[string]string      `protobuf:"bytes,7,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockHolder) Reset() {
+	*x = LockHolder{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockHolder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockHolder) ProtoMessage() {}
+
+func (x *LockHolder) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockHolder.ProtoReflect.Descriptor instead.
+func (*LockHolder) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *LockHolder) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *LockHolder) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+func (x *LockHolder) GetExclusive() bool {
+	if x != nil {
+		return x.Exclusive
+	}
+	return false
+}
+
+func (x *LockHolder) GetLockedAt() int64 {
+	if x != nil {
+		return x.LockedAt
+	}
+	return 0
+}
+
+func (x *LockHolder) GetExpiresAt() int64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
+func (x *LockHolder) GetFencingToken() uint64 {
+	if x != nil {
+		return x.FencingToken
+	}
+	return 0
+}
+
+func (x *LockHolder) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+type Lock struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	State LockState              `protobuf:"varint,2,opt,name=state,proto3,enum=grackle.v1.LockState" json:"state,omitempty"`
+	// When the lock went from unlocked to locked (0 when unlocked).
+	LockedAt int64 `protobuf:"varint,3,opt,name=locked_at,json=lockedAt,proto3" json:"locked_at,omitempty"`
+	// In acquisition order; only holders whose lease is alive.
+	Holders []*LockHolder `protobuf:"bytes,4,rep,name=holders,proto3" json:"holders,omitempty"`
+	// The last AcquireLock granted or ReleaseLock that released on this lock
+	// while it was held (0 when unlocked: an unheld lock keeps no record).
+	LastActivityAt int64 `protobuf:"varint,5,opt,name=last_activity_at,json=lastActivityAt,proto3" json:"last_activity_at,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Lock) Reset() {
+	*x = Lock{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Lock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Lock) ProtoMessage() {}
+
+func (x *Lock) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Lock.ProtoReflect.Descriptor instead.
+func (*Lock) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *Lock) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Lock) GetState() LockState {
+	if x != nil {
+		return x.State
+	}
+	return LockState_LOCK_STATE_UNSPECIFIED
+}
+
+func (x *Lock) GetLockedAt() int64 {
+	if x != nil {
+		return x.LockedAt
+	}
+	return 0
+}
+
+func (x *Lock) GetHolders() []*LockHolder {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+func (x *Lock) GetLastActivityAt() int64 {
+	if x != nil {
+		return x.LastActivityAt
+	}
+	return 0
+}
+
+type CreateLockLeaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	ProcessId     string                 `protobuf:"bytes,2,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	TtlSeconds    int64                  `protobuf:"varint,3,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	Metadata      map[string]string      `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateLockLeaseRequest) Reset() {
+	*x = CreateLockLeaseRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateLockLeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateLockLeaseRequest) ProtoMessage() {}
+
+func (x *CreateLockLeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateLockLeaseRequest.ProtoReflect.Descriptor instead.
+func (*CreateLockLeaseRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *CreateLockLeaseRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *CreateLockLeaseRequest) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+func (x *CreateLockLeaseRequest) GetTtlSeconds() int64 {
+	if x != nil {
+		return x.TtlSeconds
+	}
+	return 0
+}
+
+func (x *CreateLockLeaseRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+type CreateLockLeaseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lease         *LockLease             `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateLockLeaseResponse) Reset() {
+	*x = CreateLockLeaseResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateLockLeaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateLockLeaseResponse) ProtoMessage() {}
+
+func (x *CreateLockLeaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateLockLeaseResponse.ProtoReflect.Descriptor instead.
+func (*CreateLockLeaseResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *CreateLockLeaseResponse) GetLease() *LockLease {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+type GetLockLeaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	LeaseId       string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLockLeaseRequest) Reset() {
+	*x = GetLockLeaseRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLockLeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLockLeaseRequest) ProtoMessage() {}
+
+func (x *GetLockLeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLockLeaseRequest.ProtoReflect.Descriptor instead.
+func (*GetLockLeaseRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *GetLockLeaseRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *GetLockLeaseRequest) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+type GetLockLeaseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lease         *LockLease             `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLockLeaseResponse) Reset() {
+	*x = GetLockLeaseResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLockLeaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLockLeaseResponse) ProtoMessage() {}
+
+func (x *GetLockLeaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLockLeaseResponse.ProtoReflect.Descriptor instead.
+func (*GetLockLeaseResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *GetLockLeaseResponse) GetLease() *LockLease {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+type RefreshLockLeaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	LeaseId       string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	TtlSeconds    int64                  `protobuf:"varint,3,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefreshLockLeaseRequest) Reset() {
+	*x = RefreshLockLeaseRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefreshLockLeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefreshLockLeaseRequest) ProtoMessage() {}
+
+func (x *RefreshLockLeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefreshLockLeaseRequest.ProtoReflect.Descriptor instead.
+func (*RefreshLockLeaseRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *RefreshLockLeaseRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *RefreshLockLeaseRequest) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *RefreshLockLeaseRequest) GetTtlSeconds() int64 {
+	if x != nil {
+		return x.TtlSeconds
+	}
+	return 0
+}
+
+type RefreshLockLeaseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lease         *LockLease             `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefreshLockLeaseResponse) Reset() {
+	*x = RefreshLockLeaseResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefreshLockLeaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefreshLockLeaseResponse) ProtoMessage() {}
+
+func (x *RefreshLockLeaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefreshLockLeaseResponse.ProtoReflect.Descriptor instead.
+func (*RefreshLockLeaseResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *RefreshLockLeaseResponse) GetLease() *LockLease {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+type RevokeLockLeaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	LeaseId       string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeLockLeaseRequest) Reset() {
+	*x = RevokeLockLeaseRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeLockLeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeLockLeaseRequest) ProtoMessage() {}
+
+func (x *RevokeLockLeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeLockLeaseRequest.ProtoReflect.Descriptor instead.
+func (*RevokeLockLeaseRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *RevokeLockLeaseRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *RevokeLockLeaseRequest) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+type RevokeLockLeaseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeLockLeaseResponse) Reset() {
+	*x = RevokeLockLeaseResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeLockLeaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeLockLeaseResponse) ProtoMessage() {}
+
+func (x *RevokeLockLeaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeLockLeaseResponse.ProtoReflect.Descriptor instead.
+func (*RevokeLockLeaseResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{69}
+}
+
+type ListLockLeasesRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName   string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	ProcessId       string                 `protobuf:"bytes,2,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	Limit           int32                  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	PaginationToken string                 `protobuf:"bytes,4,opt,name=pagination_token,json=paginationToken,proto3" json:"pagination_token,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ListLockLeasesRequest) Reset() {
+	*x = ListLockLeasesRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLockLeasesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLockLeasesRequest) ProtoMessage() {}
+
+func (x *ListLockLeasesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLockLeasesRequest.ProtoReflect.Descriptor instead.
+func (*ListLockLeasesRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *ListLockLeasesRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *ListLockLeasesRequest) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+func (x *ListLockLeasesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListLockLeasesRequest) GetPaginationToken() string {
+	if x != nil {
+		return x.PaginationToken
+	}
+	return ""
+}
+
+type ListLockLeasesResponse struct {
+	state                   protoimpl.MessageState `protogen:"open.v1"`
+	Leases                  []*LockLease           `protobuf:"bytes,1,rep,name=leases,proto3" json:"leases,omitempty"`
+	NextPaginationToken     string                 `protobuf:"bytes,2,opt,name=next_pagination_token,json=nextPaginationToken,proto3" json:"next_pagination_token,omitempty"`
+	PreviousPaginationToken string                 `protobuf:"bytes,3,opt,name=previous_pagination_token,json=previousPaginationToken,proto3" json:"previous_pagination_token,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *ListLockLeasesResponse) Reset() {
+	*x = ListLockLeasesResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLockLeasesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLockLeasesResponse) ProtoMessage() {}
+
+func (x *ListLockLeasesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLockLeasesResponse.ProtoReflect.Descriptor instead.
+func (*ListLockLeasesResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *ListLockLeasesResponse) GetLeases() []*LockLease {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
+func (x *ListLockLeasesResponse) GetNextPaginationToken() string {
+	if x != nil {
+		return x.NextPaginationToken
+	}
+	return ""
+}
+
+func (x *ListLockLeasesResponse) GetPreviousPaginationToken() string {
+	if x != nil {
+		return x.PreviousPaginationToken
+	}
+	return ""
+}
+
+type AcquireLockRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName  string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	LockName       string                 `protobuf:"bytes,2,opt,name=lock_name,json=lockName,proto3" json:"lock_name,omitempty"`
+	LeaseId        string                 `protobuf:"bytes,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Exclusive      bool                   `protobuf:"varint,4,opt,name=exclusive,proto3" json:"exclusive,omitempty"`
+	TimeoutSeconds int64                  `protobuf:"varint,5,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
+	Metadata       map[string]string      `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *AcquireLockRequest) Reset() {
+	*x = AcquireLockRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireLockRequest) ProtoMessage() {}
+
+func (x *AcquireLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireLockRequest.ProtoReflect.Descriptor instead.
+func (*AcquireLockRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *AcquireLockRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *AcquireLockRequest) GetLockName() string {
+	if x != nil {
+		return x.LockName
+	}
+	return ""
+}
+
+func (x *AcquireLockRequest) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *AcquireLockRequest) GetExclusive() bool {
+	if x != nil {
+		return x.Exclusive
+	}
+	return false
+}
+
+func (x *AcquireLockRequest) GetTimeoutSeconds() int64 {
+	if x != nil {
+		return x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *AcquireLockRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+type AcquireLockResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Lock    *Lock                  `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	Outcome AcquireOutcome         `protobuf:"varint,2,opt,name=outcome,proto3,enum=grackle.v1.AcquireOutcome" json:"outcome,omitempty"`
+	// Set when ACQUIRED.
+	Holder *LockHolder `protobuf:"bytes,3,opt,name=holder,proto3" json:"holder,omitempty"`
+	// Set when not ACQUIRED: what blocked it when it was last decided.
+	Reason ContentionReason `protobuf:"varint,4,opt,name=reason,proto3,enum=grackle.v1.ContentionReason" json:"reason,omitempty"`
+	// Up to 50 lock names involved in the contention.
+	BlockingLocks []string `protobuf:"bytes,5,rep,name=blocking_locks,json=blockingLocks,proto3" json:"blocking_locks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireLockResponse) Reset() {
+	*x = AcquireLockResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireLockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireLockResponse) ProtoMessage() {}
+
+func (x *AcquireLockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireLockResponse.ProtoReflect.Descriptor instead.
+func (*AcquireLockResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *AcquireLockResponse) GetLock() *Lock {
+	if x != nil {
+		return x.Lock
+	}
+	return nil
+}
+
+func (x *AcquireLockResponse) GetOutcome() AcquireOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return AcquireOutcome_ACQUIRE_OUTCOME_UNSPECIFIED
+}
+
+func (x *AcquireLockResponse) GetHolder() *LockHolder {
+	if x != nil {
+		return x.Holder
+	}
+	return nil
+}
+
+func (x *AcquireLockResponse) GetReason() ContentionReason {
+	if x != nil {
+		return x.Reason
+	}
+	return ContentionReason_CONTENTION_REASON_UNSPECIFIED
+}
+
+func (x *AcquireLockResponse) GetBlockingLocks() []string {
+	if x != nil {
+		return x.BlockingLocks
+	}
+	return nil
+}
+
+type ReleaseLockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	LockName      string                 `protobuf:"bytes,2,opt,name=lock_name,json=lockName,proto3" json:"lock_name,omitempty"`
+	LeaseId       string                 `protobuf:"bytes,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseLockRequest) Reset() {
+	*x = ReleaseLockRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseLockRequest) ProtoMessage() {}
+
+func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseLockRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseLockRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *ReleaseLockRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *ReleaseLockRequest) GetLockName() string {
+	if x != nil {
+		return x.LockName
+	}
+	return ""
+}
+
+func (x *ReleaseLockRequest) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+type ReleaseLockResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lock  *Lock                  `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	// False when the lease did not hold the lock (nothing changed).
+	Released      bool `protobuf:"varint,2,opt,name=released,proto3" json:"released,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseLockResponse) Reset() {
+	*x = ReleaseLockResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseLockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseLockResponse) ProtoMessage() {}
+
+func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseLockResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseLockResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *ReleaseLockResponse) GetLock() *Lock {
+	if x != nil {
+		return x.Lock
+	}
+	return nil
+}
+
+func (x *ReleaseLockResponse) GetReleased() bool {
+	if x != nil {
+		return x.Released
+	}
+	return false
+}
+
+type GetLockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	LockName      string                 `protobuf:"bytes,2,opt,name=lock_name,json=lockName,proto3" json:"lock_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLockRequest) Reset() {
+	*x = GetLockRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLockRequest) ProtoMessage() {}
+
+func (x *GetLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLockRequest.ProtoReflect.Descriptor instead.
+func (*GetLockRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *GetLockRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *GetLockRequest) GetLockName() string {
+	if x != nil {
+		return x.LockName
+	}
+	return ""
+}
+
+type GetLockResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lock          *Lock                  `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLockResponse) Reset() {
+	*x = GetLockResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLockResponse) ProtoMessage() {}
+
+func (x *GetLockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLockResponse.ProtoReflect.Descriptor instead.
+func (*GetLockResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *GetLockResponse) GetLock() *Lock {
+	if x != nil {
+		return x.Lock
+	}
+	return nil
+}
+
+type ListLocksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	// A lock name: only that lock and its descendants. Empty: every lock.
+	Prefix          string `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Limit           int32  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	PaginationToken string `protobuf:"bytes,4,opt,name=pagination_token,json=paginationToken,proto3" json:"pagination_token,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ListLocksRequest) Reset() {
+	*x = ListLocksRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLocksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLocksRequest) ProtoMessage() {}
+
+func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLocksRequest.ProtoReflect.Descriptor instead.
+func (*ListLocksRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *ListLocksRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *ListLocksRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *ListLocksRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListLocksRequest) GetPaginationToken() string {
+	if x != nil {
+		return x.PaginationToken
+	}
+	return ""
+}
+
+type ListLocksResponse struct {
+	state                   protoimpl.MessageState `protogen:"open.v1"`
+	Locks                   []*Lock                `protobuf:"bytes,1,rep,name=locks,proto3" json:"locks,omitempty"`
+	NextPaginationToken     string                 `protobuf:"bytes,2,opt,name=next_pagination_token,json=nextPaginationToken,proto3" json:"next_pagination_token,omitempty"`
+	PreviousPaginationToken string                 `protobuf:"bytes,3,opt,name=previous_pagination_token,json=previousPaginationToken,proto3" json:"previous_pagination_token,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *ListLocksResponse) Reset() {
+	*x = ListLocksResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLocksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLocksResponse) ProtoMessage() {}
+
+func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLocksResponse.ProtoReflect.Descriptor instead.
+func (*ListLocksResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *ListLocksResponse) GetLocks() []*Lock {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
+}
+
+func (x *ListLocksResponse) GetNextPaginationToken() string {
+	if x != nil {
+		return x.NextPaginationToken
+	}
+	return ""
+}
+
+func (x *ListLocksResponse) GetPreviousPaginationToken() string {
+	if x != nil {
+		return x.PreviousPaginationToken
+	}
+	return ""
+}
+
+type DeleteLockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	LockName      string                 `protobuf:"bytes,2,opt,name=lock_name,json=lockName,proto3" json:"lock_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteLockRequest) Reset() {
+	*x = DeleteLockRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteLockRequest) ProtoMessage() {}
+
+func (x *DeleteLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteLockRequest.ProtoReflect.Descriptor instead.
+func (*DeleteLockRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *DeleteLockRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *DeleteLockRequest) GetLockName() string {
+	if x != nil {
+		return x.LockName
+	}
+	return ""
+}
+
+type DeleteLockResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when nobody held the lock.
+	Existed       bool `protobuf:"varint,1,opt,name=existed,proto3" json:"existed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteLockResponse) Reset() {
+	*x = DeleteLockResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteLockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteLockResponse) ProtoMessage() {}
+
+func (x *DeleteLockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteLockResponse.ProtoReflect.Descriptor instead.
+func (*DeleteLockResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *DeleteLockResponse) GetExisted() bool {
+	if x != nil {
+		return x.Existed
+	}
+	return false
+}
+
+// One call waiting in a lock's queue.
+type LockWaiter struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	LeaseId   string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	ProcessId string                 `protobuf:"bytes,2,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	Exclusive bool                   `protobuf:"varint,3,opt,name=exclusive,proto3" json:"exclusive,omitempty"`
+	// 1 = the head of the lock's queue.
+	Position     int64 `protobuf:"varint,4,opt,name=position,proto3" json:"position,omitempty"`
+	WaitingSince int64 `protobuf:"varint,5,opt,name=waiting_since,json=waitingSince,proto3" json:"waiting_since,omitempty"`
+	Deadline     int64 `protobuf:"varint,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// True for an upgrade (a shared holder asking for exclusive): it waits at
+	// the head of the queue.
+	Upgrade       bool `protobuf:"varint,7,opt,name=upgrade,proto3" json:"upgrade,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockWaiter) Reset() {
+	*x = LockWaiter{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockWaiter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockWaiter) ProtoMessage() {}
+
+func (x *LockWaiter) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockWaiter.ProtoReflect.Descriptor instead.
+func (*LockWaiter) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *LockWaiter) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *LockWaiter) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+func (x *LockWaiter) GetExclusive() bool {
+	if x != nil {
+		return x.Exclusive
+	}
+	return false
+}
+
+func (x *LockWaiter) GetPosition() int64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *LockWaiter) GetWaitingSince() int64 {
+	if x != nil {
+		return x.WaitingSince
+	}
+	return 0
+}
+
+func (x *LockWaiter) GetDeadline() int64 {
+	if x != nil {
+		return x.Deadline
+	}
+	return 0
+}
+
+func (x *LockWaiter) GetUpgrade() bool {
+	if x != nil {
+		return x.Upgrade
+	}
+	return false
+}
+
+type ListLockWaitersRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName   string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	LockName        string                 `protobuf:"bytes,2,opt,name=lock_name,json=lockName,proto3" json:"lock_name,omitempty"`
+	Limit           int32                  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	PaginationToken string                 `protobuf:"bytes,4,opt,name=pagination_token,json=paginationToken,proto3" json:"pagination_token,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ListLockWaitersRequest) Reset() {
+	*x = ListLockWaitersRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLockWaitersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLockWaitersRequest) ProtoMessage() {}
+
+func (x *ListLockWaitersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLockWaitersRequest.ProtoReflect.Descriptor instead.
+func (*ListLockWaitersRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *ListLockWaitersRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *ListLockWaitersRequest) GetLockName() string {
+	if x != nil {
+		return x.LockName
+	}
+	return ""
+}
+
+func (x *ListLockWaitersRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListLockWaitersRequest) GetPaginationToken() string {
+	if x != nil {
+		return x.PaginationToken
+	}
+	return ""
+}
+
+type ListLockWaitersResponse struct {
+	state                   protoimpl.MessageState `protogen:"open.v1"`
+	Waiters                 []*LockWaiter          `protobuf:"bytes,1,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	NextPaginationToken     string                 `protobuf:"bytes,2,opt,name=next_pagination_token,json=nextPaginationToken,proto3" json:"next_pagination_token,omitempty"`
+	PreviousPaginationToken string                 `protobuf:"bytes,3,opt,name=previous_pagination_token,json=previousPaginationToken,proto3" json:"previous_pagination_token,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *ListLockWaitersResponse) Reset() {
+	*x = ListLockWaitersResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLockWaitersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLockWaitersResponse) ProtoMessage() {}
+
+func (x *ListLockWaitersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLockWaitersResponse.ProtoReflect.Descriptor instead.
+func (*ListLockWaitersResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *ListLockWaitersResponse) GetWaiters() []*LockWaiter {
+	if x != nil {
+		return x.Waiters
+	}
+	return nil
+}
+
+func (x *ListLockWaitersResponse) GetNextPaginationToken() string {
+	if x != nil {
+		return x.NextPaginationToken
+	}
+	return ""
+}
+
+func (x *ListLockWaitersResponse) GetPreviousPaginationToken() string {
+	if x != nil {
+		return x.PreviousPaginationToken
+	}
+	return ""
+}
+
+type WatchLockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	LockName      string                 `protobuf:"bytes,2,opt,name=lock_name,json=lockName,proto3" json:"lock_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchLockRequest) Reset() {
+	*x = WatchLockRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchLockRequest) ProtoMessage() {}
+
+func (x *WatchLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchLockRequest.ProtoReflect.Descriptor instead.
+func (*WatchLockRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *WatchLockRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *WatchLockRequest) GetLockName() string {
+	if x != nil {
+		return x.LockName
+	}
+	return ""
+}
+
+// As WatchSemaphoreResponse: the lock's whole state as of raft_index.
+type WatchLockResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RaftIndex     uint64                 `protobuf:"varint,1,opt,name=raft_index,json=raftIndex,proto3" json:"raft_index,omitempty"`
+	Initial       bool                   `protobuf:"varint,2,opt,name=initial,proto3" json:"initial,omitempty"`
+	Lock          *Lock                  `protobuf:"bytes,3,opt,name=lock,proto3" json:"lock,omitempty"`
+	Waiters       []*LockWaiter          `protobuf:"bytes,4,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	Changes       uint64                 `protobuf:"varint,5,opt,name=changes,proto3" json:"changes,omitempty"`
+	WaitersCount  int64                  `protobuf:"varint,6,opt,name=waiters_count,json=waitersCount,proto3" json:"waiters_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchLockResponse) Reset() {
+	*x = WatchLockResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchLockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchLockResponse) ProtoMessage() {}
+
+func (x *WatchLockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchLockResponse.ProtoReflect.Descriptor instead.
+func (*WatchLockResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *WatchLockResponse) GetRaftIndex() uint64 {
+	if x != nil {
+		return x.RaftIndex
+	}
+	return 0
+}
+
+func (x *WatchLockResponse) GetInitial() bool {
+	if x != nil {
+		return x.Initial
+	}
+	return false
+}
+
+func (x *WatchLockResponse) GetLock() *Lock {
+	if x != nil {
+		return x.Lock
+	}
+	return nil
+}
+
+func (x *WatchLockResponse) GetWaiters() []*LockWaiter {
+	if x != nil {
+		return x.Waiters
+	}
+	return nil
+}
+
+func (x *WatchLockResponse) GetChanges() uint64 {
+	if x != nil {
+		return x.Changes
+	}
+	return 0
+}
+
+func (x *WatchLockResponse) GetWaitersCount() int64 {
+	if x != nil {
+		return x.WaitersCount
+	}
+	return 0
+}
+
 var File_grackle_v1_grackle_proto protoreflect.FileDescriptor
 
 const file_grackle_v1_grackle_proto_rawDesc = "" +
@@ -3988,12 +5843,167 @@ const file_grackle_v1_grackle_proto_rawDesc = "" +
 	"created_at\x18\x03 \x01(\x03R\tcreatedAt\x12\x1b\n" +
 	"\tleader_id\x18\x04 \x01(\tR\bleaderId\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12\x1b\n" +
-	"\tdata_size\x18\x06 \x01(\x04R\bdataSize*\x8f\x01\n" +
+	"\tdata_size\x18\x06 \x01(\x04R\bdataSize\"\xa2\x02\n" +
+	"\tLockLease\x12\x19\n" +
+	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x1d\n" +
+	"\n" +
+	"process_id\x18\x02 \x01(\tR\tprocessId\x12\x1f\n" +
+	"\vttl_seconds\x18\x03 \x01(\x03R\n" +
+	"ttlSeconds\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x04 \x01(\x03R\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x05 \x01(\x03R\texpiresAt\x12?\n" +
+	"\bmetadata\x18\x06 \x03(\v2#.grackle.v1.LockLease.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc4\x02\n" +
+	"\n" +
+	"LockHolder\x12\x19\n" +
+	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x1d\n" +
+	"\n" +
+	"process_id\x18\x02 \x01(\tR\tprocessId\x12\x1c\n" +
+	"\texclusive\x18\x03 \x01(\bR\texclusive\x12\x1b\n" +
+	"\tlocked_at\x18\x04 \x01(\x03R\blockedAt\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x05 \x01(\x03R\texpiresAt\x12#\n" +
+	"\rfencing_token\x18\x06 \x01(\x04R\ffencingToken\x12@\n" +
+	"\bmetadata\x18\a \x03(\v2$.grackle.v1.LockHolder.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc0\x01\n" +
+	"\x04Lock\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12+\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x15.grackle.v1.LockStateR\x05state\x12\x1b\n" +
+	"\tlocked_at\x18\x03 \x01(\x03R\blockedAt\x120\n" +
+	"\aholders\x18\x04 \x03(\v2\x16.grackle.v1.LockHolderR\aholders\x12(\n" +
+	"\x10last_activity_at\x18\x05 \x01(\x03R\x0elastActivityAt\"\x8a\x02\n" +
+	"\x16CreateLockLeaseRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x1d\n" +
+	"\n" +
+	"process_id\x18\x02 \x01(\tR\tprocessId\x12\x1f\n" +
+	"\vttl_seconds\x18\x03 \x01(\x03R\n" +
+	"ttlSeconds\x12L\n" +
+	"\bmetadata\x18\x04 \x03(\v20.grackle.v1.CreateLockLeaseRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
+	"\x17CreateLockLeaseResponse\x12+\n" +
+	"\x05lease\x18\x01 \x01(\v2\x15.grackle.v1.LockLeaseR\x05lease\"W\n" +
+	"\x13GetLockLeaseRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x19\n" +
+	"\blease_id\x18\x02 \x01(\tR\aleaseId\"C\n" +
+	"\x14GetLockLeaseResponse\x12+\n" +
+	"\x05lease\x18\x01 \x01(\v2\x15.grackle.v1.LockLeaseR\x05lease\"|\n" +
+	"\x17RefreshLockLeaseRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x19\n" +
+	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1f\n" +
+	"\vttl_seconds\x18\x03 \x01(\x03R\n" +
+	"ttlSeconds\"G\n" +
+	"\x18RefreshLockLeaseResponse\x12+\n" +
+	"\x05lease\x18\x01 \x01(\v2\x15.grackle.v1.LockLeaseR\x05lease\"Z\n" +
+	"\x16RevokeLockLeaseRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x19\n" +
+	"\blease_id\x18\x02 \x01(\tR\aleaseId\"\x19\n" +
+	"\x17RevokeLockLeaseResponse\"\x9e\x01\n" +
+	"\x15ListLockLeasesRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x1d\n" +
+	"\n" +
+	"process_id\x18\x02 \x01(\tR\tprocessId\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12)\n" +
+	"\x10pagination_token\x18\x04 \x01(\tR\x0fpaginationToken\"\xb7\x01\n" +
+	"\x16ListLockLeasesResponse\x12-\n" +
+	"\x06leases\x18\x01 \x03(\v2\x15.grackle.v1.LockLeaseR\x06leases\x122\n" +
+	"\x15next_pagination_token\x18\x02 \x01(\tR\x13nextPaginationToken\x12:\n" +
+	"\x19previous_pagination_token\x18\x03 \x01(\tR\x17previousPaginationToken\"\xc1\x02\n" +
+	"\x12AcquireLockRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x1b\n" +
+	"\tlock_name\x18\x02 \x01(\tR\blockName\x12\x19\n" +
+	"\blease_id\x18\x03 \x01(\tR\aleaseId\x12\x1c\n" +
+	"\texclusive\x18\x04 \x01(\bR\texclusive\x12'\n" +
+	"\x0ftimeout_seconds\x18\x05 \x01(\x03R\x0etimeoutSeconds\x12H\n" +
+	"\bmetadata\x18\x06 \x03(\v2,.grackle.v1.AcquireLockRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfe\x01\n" +
+	"\x13AcquireLockResponse\x12$\n" +
+	"\x04lock\x18\x01 \x01(\v2\x10.grackle.v1.LockR\x04lock\x124\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x1a.grackle.v1.AcquireOutcomeR\aoutcome\x12.\n" +
+	"\x06holder\x18\x03 \x01(\v2\x16.grackle.v1.LockHolderR\x06holder\x124\n" +
+	"\x06reason\x18\x04 \x01(\x0e2\x1c.grackle.v1.ContentionReasonR\x06reason\x12%\n" +
+	"\x0eblocking_locks\x18\x05 \x03(\tR\rblockingLocks\"s\n" +
+	"\x12ReleaseLockRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x1b\n" +
+	"\tlock_name\x18\x02 \x01(\tR\blockName\x12\x19\n" +
+	"\blease_id\x18\x03 \x01(\tR\aleaseId\"W\n" +
+	"\x13ReleaseLockResponse\x12$\n" +
+	"\x04lock\x18\x01 \x01(\v2\x10.grackle.v1.LockR\x04lock\x12\x1a\n" +
+	"\breleased\x18\x02 \x01(\bR\breleased\"T\n" +
+	"\x0eGetLockRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x1b\n" +
+	"\tlock_name\x18\x02 \x01(\tR\blockName\"7\n" +
+	"\x0fGetLockResponse\x12$\n" +
+	"\x04lock\x18\x01 \x01(\v2\x10.grackle.v1.LockR\x04lock\"\x92\x01\n" +
+	"\x10ListLocksRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x16\n" +
+	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12)\n" +
+	"\x10pagination_token\x18\x04 \x01(\tR\x0fpaginationToken\"\xab\x01\n" +
+	"\x11ListLocksResponse\x12&\n" +
+	"\x05locks\x18\x01 \x03(\v2\x10.grackle.v1.LockR\x05locks\x122\n" +
+	"\x15next_pagination_token\x18\x02 \x01(\tR\x13nextPaginationToken\x12:\n" +
+	"\x19previous_pagination_token\x18\x03 \x01(\tR\x17previousPaginationToken\"W\n" +
+	"\x11DeleteLockRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x1b\n" +
+	"\tlock_name\x18\x02 \x01(\tR\blockName\".\n" +
+	"\x12DeleteLockResponse\x12\x18\n" +
+	"\aexisted\x18\x01 \x01(\bR\aexisted\"\xdb\x01\n" +
+	"\n" +
+	"LockWaiter\x12\x19\n" +
+	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x1d\n" +
+	"\n" +
+	"process_id\x18\x02 \x01(\tR\tprocessId\x12\x1c\n" +
+	"\texclusive\x18\x03 \x01(\bR\texclusive\x12\x1a\n" +
+	"\bposition\x18\x04 \x01(\x03R\bposition\x12#\n" +
+	"\rwaiting_since\x18\x05 \x01(\x03R\fwaitingSince\x12\x1a\n" +
+	"\bdeadline\x18\x06 \x01(\x03R\bdeadline\x12\x18\n" +
+	"\aupgrade\x18\a \x01(\bR\aupgrade\"\x9d\x01\n" +
+	"\x16ListLockWaitersRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x1b\n" +
+	"\tlock_name\x18\x02 \x01(\tR\blockName\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12)\n" +
+	"\x10pagination_token\x18\x04 \x01(\tR\x0fpaginationToken\"\xbb\x01\n" +
+	"\x17ListLockWaitersResponse\x120\n" +
+	"\awaiters\x18\x01 \x03(\v2\x16.grackle.v1.LockWaiterR\awaiters\x122\n" +
+	"\x15next_pagination_token\x18\x02 \x01(\tR\x13nextPaginationToken\x12:\n" +
+	"\x19previous_pagination_token\x18\x03 \x01(\tR\x17previousPaginationToken\"V\n" +
+	"\x10WatchLockRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x1b\n" +
+	"\tlock_name\x18\x02 \x01(\tR\blockName\"\xe3\x01\n" +
+	"\x11WatchLockResponse\x12\x1d\n" +
+	"\n" +
+	"raft_index\x18\x01 \x01(\x04R\traftIndex\x12\x18\n" +
+	"\ainitial\x18\x02 \x01(\bR\ainitial\x12$\n" +
+	"\x04lock\x18\x03 \x01(\v2\x10.grackle.v1.LockR\x04lock\x120\n" +
+	"\awaiters\x18\x04 \x03(\v2\x16.grackle.v1.LockWaiterR\awaiters\x12\x18\n" +
+	"\achanges\x18\x05 \x01(\x04R\achanges\x12#\n" +
+	"\rwaiters_count\x18\x06 \x01(\x03R\fwaitersCount*\x8f\x01\n" +
 	"\x0eAcquireOutcome\x12\x1f\n" +
 	"\x1bACQUIRE_OUTCOME_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ACQUIRE_OUTCOME_ACQUIRED\x10\x01\x12\x1f\n" +
 	"\x1bACQUIRE_OUTCOME_UNAVAILABLE\x10\x02\x12\x1d\n" +
-	"\x19ACQUIRE_OUTCOME_TIMED_OUT\x10\x032\x8d\x0f\n" +
+	"\x19ACQUIRE_OUTCOME_TIMED_OUT\x10\x03*\x7f\n" +
+	"\tLockState\x12\x1a\n" +
+	"\x16LOCK_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13LOCK_STATE_UNLOCKED\x10\x01\x12\x1c\n" +
+	"\x18LOCK_STATE_SHARED_LOCKED\x10\x02\x12\x1f\n" +
+	"\x1bLOCK_STATE_EXCLUSIVE_LOCKED\x10\x03*\xb0\x01\n" +
+	"\x10ContentionReason\x12!\n" +
+	"\x1dCONTENTION_REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16CONTENTION_REASON_PEER\x10\x01\x12\x1e\n" +
+	"\x1aCONTENTION_REASON_ANCESTOR\x10\x02\x12 \n" +
+	"\x1cCONTENTION_REASON_DESCENDANT\x10\x03\x12\x1b\n" +
+	"\x17CONTENTION_REASON_QUEUE\x10\x042\xf3\x16\n" +
 	"\x0eGrackleService\x12Z\n" +
 	"\x0fCreateNamespace\x12\".grackle.v1.CreateNamespaceRequest\x1a#.grackle.v1.CreateNamespaceResponse\x12Q\n" +
 	"\fGetNamespace\x12\x1f.grackle.v1.GetNamespaceRequest\x1a .grackle.v1.GetNamespaceResponse\x12W\n" +
@@ -4014,7 +6024,20 @@ const file_grackle_v1_grackle_proto_rawDesc = "" +
 	"\x14RevokeSemaphoreLease\x12'.grackle.v1.RevokeSemaphoreLeaseRequest\x1a(.grackle.v1.RevokeSemaphoreLeaseResponse\x12f\n" +
 	"\x13ListSemaphoreLeases\x12&.grackle.v1.ListSemaphoreLeasesRequest\x1a'.grackle.v1.ListSemaphoreLeasesResponse\x12i\n" +
 	"\x14ListSemaphoreWaiters\x12'.grackle.v1.ListSemaphoreWaitersRequest\x1a(.grackle.v1.ListSemaphoreWaitersResponse\x12Y\n" +
-	"\x0eWatchSemaphore\x12!.grackle.v1.WatchSemaphoreRequest\x1a\".grackle.v1.WatchSemaphoreResponse0\x012\x96\x04\n" +
+	"\x0eWatchSemaphore\x12!.grackle.v1.WatchSemaphoreRequest\x1a\".grackle.v1.WatchSemaphoreResponse0\x01\x12Z\n" +
+	"\x0fCreateLockLease\x12\".grackle.v1.CreateLockLeaseRequest\x1a#.grackle.v1.CreateLockLeaseResponse\x12Q\n" +
+	"\fGetLockLease\x12\x1f.grackle.v1.GetLockLeaseRequest\x1a .grackle.v1.GetLockLeaseResponse\x12]\n" +
+	"\x10RefreshLockLease\x12#.grackle.v1.RefreshLockLeaseRequest\x1a$.grackle.v1.RefreshLockLeaseResponse\x12Z\n" +
+	"\x0fRevokeLockLease\x12\".grackle.v1.RevokeLockLeaseRequest\x1a#.grackle.v1.RevokeLockLeaseResponse\x12W\n" +
+	"\x0eListLockLeases\x12!.grackle.v1.ListLockLeasesRequest\x1a\".grackle.v1.ListLockLeasesResponse\x12N\n" +
+	"\vAcquireLock\x12\x1e.grackle.v1.AcquireLockRequest\x1a\x1f.grackle.v1.AcquireLockResponse\x12N\n" +
+	"\vReleaseLock\x12\x1e.grackle.v1.ReleaseLockRequest\x1a\x1f.grackle.v1.ReleaseLockResponse\x12B\n" +
+	"\aGetLock\x12\x1a.grackle.v1.GetLockRequest\x1a\x1b.grackle.v1.GetLockResponse\x12H\n" +
+	"\tListLocks\x12\x1c.grackle.v1.ListLocksRequest\x1a\x1d.grackle.v1.ListLocksResponse\x12K\n" +
+	"\n" +
+	"DeleteLock\x12\x1d.grackle.v1.DeleteLockRequest\x1a\x1e.grackle.v1.DeleteLockResponse\x12Z\n" +
+	"\x0fListLockWaiters\x12\".grackle.v1.ListLockWaitersRequest\x1a#.grackle.v1.ListLockWaitersResponse\x12J\n" +
+	"\tWatchLock\x12\x1c.grackle.v1.WatchLockRequest\x1a\x1d.grackle.v1.WatchLockResponse0\x012\x96\x04\n" +
 	"\x0eClusterService\x12]\n" +
 	"\x10GetClusterStatus\x12#.grackle.v1.GetClusterStatusRequest\x1a$.grackle.v1.GetClusterStatusResponse\x12H\n" +
 	"\tAddMember\x12\x1c.grackle.v1.AddMemberRequest\x1a\x1d.grackle.v1.AddMemberResponse\x12Q\n" +
@@ -4035,168 +6058,246 @@ func file_grackle_v1_grackle_proto_rawDescGZIP() []byte {
 	return file_grackle_v1_grackle_proto_rawDescData
 }
 
-var file_grackle_v1_grackle_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_grackle_v1_grackle_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_grackle_v1_grackle_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_grackle_v1_grackle_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
 var file_grackle_v1_grackle_proto_goTypes = []any{
 	(AcquireOutcome)(0),                   // 0: grackle.v1.AcquireOutcome
-	(*Namespace)(nil),                     // 1: grackle.v1.Namespace
-	(*Semaphore)(nil),                     // 2: grackle.v1.Semaphore
-	(*SemaphoreHolder)(nil),               // 3: grackle.v1.SemaphoreHolder
-	(*SemaphoreLease)(nil),                // 4: grackle.v1.SemaphoreLease
-	(*CreateNamespaceRequest)(nil),        // 5: grackle.v1.CreateNamespaceRequest
-	(*CreateNamespaceResponse)(nil),       // 6: grackle.v1.CreateNamespaceResponse
-	(*GetNamespaceRequest)(nil),           // 7: grackle.v1.GetNamespaceRequest
-	(*GetNamespaceResponse)(nil),          // 8: grackle.v1.GetNamespaceResponse
-	(*ListNamespacesRequest)(nil),         // 9: grackle.v1.ListNamespacesRequest
-	(*ListNamespacesResponse)(nil),        // 10: grackle.v1.ListNamespacesResponse
-	(*UpdateNamespaceRequest)(nil),        // 11: grackle.v1.UpdateNamespaceRequest
-	(*UpdateNamespaceResponse)(nil),       // 12: grackle.v1.UpdateNamespaceResponse
-	(*DeleteNamespaceRequest)(nil),        // 13: grackle.v1.DeleteNamespaceRequest
-	(*DeleteNamespaceResponse)(nil),       // 14: grackle.v1.DeleteNamespaceResponse
-	(*CreateSemaphoreRequest)(nil),        // 15: grackle.v1.CreateSemaphoreRequest
-	(*CreateSemaphoreResponse)(nil),       // 16: grackle.v1.CreateSemaphoreResponse
-	(*GetSemaphoreRequest)(nil),           // 17: grackle.v1.GetSemaphoreRequest
-	(*GetSemaphoreResponse)(nil),          // 18: grackle.v1.GetSemaphoreResponse
-	(*ListSemaphoresRequest)(nil),         // 19: grackle.v1.ListSemaphoresRequest
-	(*ListSemaphoresResponse)(nil),        // 20: grackle.v1.ListSemaphoresResponse
-	(*UpdateSemaphoreRequest)(nil),        // 21: grackle.v1.UpdateSemaphoreRequest
-	(*UpdateSemaphoreResponse)(nil),       // 22: grackle.v1.UpdateSemaphoreResponse
-	(*DeleteSemaphoreRequest)(nil),        // 23: grackle.v1.DeleteSemaphoreRequest
-	(*DeleteSemaphoreResponse)(nil),       // 24: grackle.v1.DeleteSemaphoreResponse
-	(*AcquireSemaphoreRequest)(nil),       // 25: grackle.v1.AcquireSemaphoreRequest
-	(*AcquireSemaphoreResponse)(nil),      // 26: grackle.v1.AcquireSemaphoreResponse
-	(*ReleaseSemaphoreRequest)(nil),       // 27: grackle.v1.ReleaseSemaphoreRequest
-	(*ReleaseSemaphoreResponse)(nil),      // 28: grackle.v1.ReleaseSemaphoreResponse
-	(*ListSemaphoreHoldersRequest)(nil),   // 29: grackle.v1.ListSemaphoreHoldersRequest
-	(*ListSemaphoreHoldersResponse)(nil),  // 30: grackle.v1.ListSemaphoreHoldersResponse
-	(*CreateSemaphoreLeaseRequest)(nil),   // 31: grackle.v1.CreateSemaphoreLeaseRequest
-	(*CreateSemaphoreLeaseResponse)(nil),  // 32: grackle.v1.CreateSemaphoreLeaseResponse
-	(*GetSemaphoreLeaseRequest)(nil),      // 33: grackle.v1.GetSemaphoreLeaseRequest
-	(*GetSemaphoreLeaseResponse)(nil),     // 34: grackle.v1.GetSemaphoreLeaseResponse
-	(*RefreshSemaphoreLeaseRequest)(nil),  // 35: grackle.v1.RefreshSemaphoreLeaseRequest
-	(*RefreshSemaphoreLeaseResponse)(nil), // 36: grackle.v1.RefreshSemaphoreLeaseResponse
-	(*RevokeSemaphoreLeaseRequest)(nil),   // 37: grackle.v1.RevokeSemaphoreLeaseRequest
-	(*RevokeSemaphoreLeaseResponse)(nil),  // 38: grackle.v1.RevokeSemaphoreLeaseResponse
-	(*ListSemaphoreLeasesRequest)(nil),    // 39: grackle.v1.ListSemaphoreLeasesRequest
-	(*ListSemaphoreLeasesResponse)(nil),   // 40: grackle.v1.ListSemaphoreLeasesResponse
-	(*SemaphoreWaiter)(nil),               // 41: grackle.v1.SemaphoreWaiter
-	(*ListSemaphoreWaitersRequest)(nil),   // 42: grackle.v1.ListSemaphoreWaitersRequest
-	(*ListSemaphoreWaitersResponse)(nil),  // 43: grackle.v1.ListSemaphoreWaitersResponse
-	(*WatchSemaphoreRequest)(nil),         // 44: grackle.v1.WatchSemaphoreRequest
-	(*WatchSemaphoreResponse)(nil),        // 45: grackle.v1.WatchSemaphoreResponse
-	(*Member)(nil),                        // 46: grackle.v1.Member
-	(*GetClusterStatusRequest)(nil),       // 47: grackle.v1.GetClusterStatusRequest
-	(*GetClusterStatusResponse)(nil),      // 48: grackle.v1.GetClusterStatusResponse
-	(*AddMemberRequest)(nil),              // 49: grackle.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),             // 50: grackle.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),           // 51: grackle.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),          // 52: grackle.v1.RemoveMemberResponse
-	(*TransferLeadershipRequest)(nil),     // 53: grackle.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil),    // 54: grackle.v1.TransferLeadershipResponse
-	(*GetNodeInfoRequest)(nil),            // 55: grackle.v1.GetNodeInfoRequest
-	(*GetNodeInfoResponse)(nil),           // 56: grackle.v1.GetNodeInfoResponse
-	(*SaveSnapshotRequest)(nil),           // 57: grackle.v1.SaveSnapshotRequest
-	(*SaveSnapshotResponse)(nil),          // 58: grackle.v1.SaveSnapshotResponse
-	(*SnapshotFileHeader)(nil),            // 59: grackle.v1.SnapshotFileHeader
-	nil,                                   // 60: grackle.v1.Namespace.MetadataEntry
-	nil,                                   // 61: grackle.v1.Semaphore.MetadataEntry
-	nil,                                   // 62: grackle.v1.SemaphoreHolder.MetadataEntry
-	nil,                                   // 63: grackle.v1.CreateNamespaceRequest.MetadataEntry
-	nil,                                   // 64: grackle.v1.UpdateNamespaceRequest.MetadataEntry
-	nil,                                   // 65: grackle.v1.CreateSemaphoreRequest.MetadataEntry
-	nil,                                   // 66: grackle.v1.UpdateSemaphoreRequest.MetadataEntry
-	nil,                                   // 67: grackle.v1.AcquireSemaphoreRequest.MetadataEntry
+	(LockState)(0),                        // 1: grackle.v1.LockState
+	(ContentionReason)(0),                 // 2: grackle.v1.ContentionReason
+	(*Namespace)(nil),                     // 3: grackle.v1.Namespace
+	(*Semaphore)(nil),                     // 4: grackle.v1.Semaphore
+	(*SemaphoreHolder)(nil),               // 5: grackle.v1.SemaphoreHolder
+	(*SemaphoreLease)(nil),                // 6: grackle.v1.SemaphoreLease
+	(*CreateNamespaceRequest)(nil),        // 7: grackle.v1.CreateNamespaceRequest
+	(*CreateNamespaceResponse)(nil),       // 8: grackle.v1.CreateNamespaceResponse
+	(*GetNamespaceRequest)(nil),           // 9: grackle.v1.GetNamespaceRequest
+	(*GetNamespaceResponse)(nil),          // 10: grackle.v1.GetNamespaceResponse
+	(*ListNamespacesRequest)(nil),         // 11: grackle.v1.ListNamespacesRequest
+	(*ListNamespacesResponse)(nil),        // 12: grackle.v1.ListNamespacesResponse
+	(*UpdateNamespaceRequest)(nil),        // 13: grackle.v1.UpdateNamespaceRequest
+	(*UpdateNamespaceResponse)(nil),       // 14: grackle.v1.UpdateNamespaceResponse
+	(*DeleteNamespaceRequest)(nil),        // 15: grackle.v1.DeleteNamespaceRequest
+	(*DeleteNamespaceResponse)(nil),       // 16: grackle.v1.DeleteNamespaceResponse
+	(*CreateSemaphoreRequest)(nil),        // 17: grackle.v1.CreateSemaphoreRequest
+	(*CreateSemaphoreResponse)(nil),       // 18: grackle.v1.CreateSemaphoreResponse
+	(*GetSemaphoreRequest)(nil),           // 19: grackle.v1.GetSemaphoreRequest
+	(*GetSemaphoreResponse)(nil),          // 20: grackle.v1.GetSemaphoreResponse
+	(*ListSemaphoresRequest)(nil),         // 21: grackle.v1.ListSemaphoresRequest
+	(*ListSemaphoresResponse)(nil),        // 22: grackle.v1.ListSemaphoresResponse
+	(*UpdateSemaphoreRequest)(nil),        // 23: grackle.v1.UpdateSemaphoreRequest
+	(*UpdateSemaphoreResponse)(nil),       // 24: grackle.v1.UpdateSemaphoreResponse
+	(*DeleteSemaphoreRequest)(nil),        // 25: grackle.v1.DeleteSemaphoreRequest
+	(*DeleteSemaphoreResponse)(nil),       // 26: grackle.v1.DeleteSemaphoreResponse
+	(*AcquireSemaphoreRequest)(nil),       // 27: grackle.v1.AcquireSemaphoreRequest
+	(*AcquireSemaphoreResponse)(nil),      // 28: grackle.v1.AcquireSemaphoreResponse
+	(*ReleaseSemaphoreRequest)(nil),       // 29: grackle.v1.ReleaseSemaphoreRequest
+	(*ReleaseSemaphoreResponse)(nil),      // 30: grackle.v1.ReleaseSemaphoreResponse
+	(*ListSemaphoreHoldersRequest)(nil),   // 31: grackle.v1.ListSemaphoreHoldersRequest
+	(*ListSemaphoreHoldersResponse)(nil),  // 32: grackle.v1.ListSemaphoreHoldersResponse
+	(*CreateSemaphoreLeaseRequest)(nil),   // 33: grackle.v1.CreateSemaphoreLeaseRequest
+	(*CreateSemaphoreLeaseResponse)(nil),  // 34: grackle.v1.CreateSemaphoreLeaseResponse
+	(*GetSemaphoreLeaseRequest)(nil),      // 35: grackle.v1.GetSemaphoreLeaseRequest
+	(*GetSemaphoreLeaseResponse)(nil),     // 36: grackle.v1.GetSemaphoreLeaseResponse
+	(*RefreshSemaphoreLeaseRequest)(nil),  // 37: grackle.v1.RefreshSemaphoreLeaseRequest
+	(*RefreshSemaphoreLeaseResponse)(nil), // 38: grackle.v1.RefreshSemaphoreLeaseResponse
+	(*RevokeSemaphoreLeaseRequest)(nil),   // 39: grackle.v1.RevokeSemaphoreLeaseRequest
+	(*RevokeSemaphoreLeaseResponse)(nil),  // 40: grackle.v1.RevokeSemaphoreLeaseResponse
+	(*ListSemaphoreLeasesRequest)(nil),    // 41: grackle.v1.ListSemaphoreLeasesRequest
+	(*ListSemaphoreLeasesResponse)(nil),   // 42: grackle.v1.ListSemaphoreLeasesResponse
+	(*SemaphoreWaiter)(nil),               // 43: grackle.v1.SemaphoreWaiter
+	(*ListSemaphoreWaitersRequest)(nil),   // 44: grackle.v1.ListSemaphoreWaitersRequest
+	(*ListSemaphoreWaitersResponse)(nil),  // 45: grackle.v1.ListSemaphoreWaitersResponse
+	(*WatchSemaphoreRequest)(nil),         // 46: grackle.v1.WatchSemaphoreRequest
+	(*WatchSemaphoreResponse)(nil),        // 47: grackle.v1.WatchSemaphoreResponse
+	(*Member)(nil),                        // 48: grackle.v1.Member
+	(*GetClusterStatusRequest)(nil),       // 49: grackle.v1.GetClusterStatusRequest
+	(*GetClusterStatusResponse)(nil),      // 50: grackle.v1.GetClusterStatusResponse
+	(*AddMemberRequest)(nil),              // 51: grackle.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),             // 52: grackle.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),           // 53: grackle.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),          // 54: grackle.v1.RemoveMemberResponse
+	(*TransferLeadershipRequest)(nil),     // 55: grackle.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil),    // 56: grackle.v1.TransferLeadershipResponse
+	(*GetNodeInfoRequest)(nil),            // 57: grackle.v1.GetNodeInfoRequest
+	(*GetNodeInfoResponse)(nil),           // 58: grackle.v1.GetNodeInfoResponse
+	(*SaveSnapshotRequest)(nil),           // 59: grackle.v1.SaveSnapshotRequest
+	(*SaveSnapshotResponse)(nil),          // 60: grackle.v1.SaveSnapshotResponse
+	(*SnapshotFileHeader)(nil),            // 61: grackle.v1.SnapshotFileHeader
+	(*LockLease)(nil),                     // 62: grackle.v1.LockLease
+	(*LockHolder)(nil),                    // 63: grackle.v1.LockHolder
+	(*Lock)(nil),                          // 64: grackle.v1.Lock
+	(*CreateLockLeaseRequest)(nil),        // 65: grackle.v1.CreateLockLeaseRequest
+	(*CreateLockLeaseResponse)(nil),       // 66: grackle.v1.CreateLockLeaseResponse
+	(*GetLockLeaseRequest)(nil),           // 67: grackle.v1.GetLockLeaseRequest
+	(*GetLockLeaseResponse)(nil),          // 68: grackle.v1.GetLockLeaseResponse
+	(*RefreshLockLeaseRequest)(nil),       // 69: grackle.v1.RefreshLockLeaseRequest
+	(*RefreshLockLeaseResponse)(nil),      // 70: grackle.v1.RefreshLockLeaseResponse
+	(*RevokeLockLeaseRequest)(nil),        // 71: grackle.v1.RevokeLockLeaseRequest
+	(*RevokeLockLeaseResponse)(nil),       // 72: grackle.v1.RevokeLockLeaseResponse
+	(*ListLockLeasesRequest)(nil),         // 73: grackle.v1.ListLockLeasesRequest
+	(*ListLockLeasesResponse)(nil),        // 74: grackle.v1.ListLockLeasesResponse
+	(*AcquireLockRequest)(nil),            // 75: grackle.v1.AcquireLockRequest
+	(*AcquireLockResponse)(nil),           // 76: grackle.v1.AcquireLockResponse
+	(*ReleaseLockRequest)(nil),            // 77: grackle.v1.ReleaseLockRequest
+	(*ReleaseLockResponse)(nil),           // 78: grackle.v1.ReleaseLockResponse
+	(*GetLockRequest)(nil),                // 79: grackle.v1.GetLockRequest
+	(*GetLockResponse)(nil),               // 80: grackle.v1.GetLockResponse
+	(*ListLocksRequest)(nil),              // 81: grackle.v1.ListLocksRequest
+	(*ListLocksResponse)(nil),             // 82: grackle.v1.ListLocksResponse
+	(*DeleteLockRequest)(nil),             // 83: grackle.v1.DeleteLockRequest
+	(*DeleteLockResponse)(nil),            // 84: grackle.v1.DeleteLockResponse
+	(*LockWaiter)(nil),                    // 85: grackle.v1.LockWaiter
+	(*ListLockWaitersRequest)(nil),        // 86: grackle.v1.ListLockWaitersRequest
+	(*ListLockWaitersResponse)(nil),       // 87: grackle.v1.ListLockWaitersResponse
+	(*WatchLockRequest)(nil),              // 88: grackle.v1.WatchLockRequest
+	(*WatchLockResponse)(nil),             // 89: grackle.v1.WatchLockResponse
+	nil,                                   // 90: grackle.v1.Namespace.MetadataEntry
+	nil,                                   // 91: grackle.v1.Semaphore.MetadataEntry
+	nil,                                   // 92: grackle.v1.SemaphoreHolder.MetadataEntry
+	nil,                                   // 93: grackle.v1.CreateNamespaceRequest.MetadataEntry
+	nil,                                   // 94: grackle.v1.UpdateNamespaceRequest.MetadataEntry
+	nil,                                   // 95: grackle.v1.CreateSemaphoreRequest.MetadataEntry
+	nil,                                   // 96: grackle.v1.UpdateSemaphoreRequest.MetadataEntry
+	nil,                                   // 97: grackle.v1.AcquireSemaphoreRequest.MetadataEntry
+	nil,                                   // 98: grackle.v1.LockLease.MetadataEntry
+	nil,                                   // 99: grackle.v1.LockHolder.MetadataEntry
+	nil,                                   // 100: grackle.v1.CreateLockLeaseRequest.MetadataEntry
+	nil,                                   // 101: grackle.v1.AcquireLockRequest.MetadataEntry
 }
 var file_grackle_v1_grackle_proto_depIdxs = []int32{
-	60, // 0: grackle.v1.Namespace.metadata:type_name -> grackle.v1.Namespace.MetadataEntry
-	61, // 1: grackle.v1.Semaphore.metadata:type_name -> grackle.v1.Semaphore.MetadataEntry
-	62, // 2: grackle.v1.SemaphoreHolder.metadata:type_name -> grackle.v1.SemaphoreHolder.MetadataEntry
-	63, // 3: grackle.v1.CreateNamespaceRequest.metadata:type_name -> grackle.v1.CreateNamespaceRequest.MetadataEntry
-	1,  // 4: grackle.v1.CreateNamespaceResponse.namespace:type_name -> grackle.v1.Namespace
-	1,  // 5: grackle.v1.GetNamespaceResponse.namespace:type_name -> grackle.v1.Namespace
-	1,  // 6: grackle.v1.ListNamespacesResponse.namespaces:type_name -> grackle.v1.Namespace
-	64, // 7: grackle.v1.UpdateNamespaceRequest.metadata:type_name -> grackle.v1.UpdateNamespaceRequest.MetadataEntry
-	1,  // 8: grackle.v1.UpdateNamespaceResponse.namespace:type_name -> grackle.v1.Namespace
-	65, // 9: grackle.v1.CreateSemaphoreRequest.metadata:type_name -> grackle.v1.CreateSemaphoreRequest.MetadataEntry
-	2,  // 10: grackle.v1.CreateSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
-	2,  // 11: grackle.v1.GetSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
-	2,  // 12: grackle.v1.ListSemaphoresResponse.semaphores:type_name -> grackle.v1.Semaphore
-	66, // 13: grackle.v1.UpdateSemaphoreRequest.metadata:type_name -> grackle.v1.UpdateSemaphoreRequest.MetadataEntry
-	2,  // 14: grackle.v1.UpdateSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
-	67, // 15: grackle.v1.AcquireSemaphoreRequest.metadata:type_name -> grackle.v1.AcquireSemaphoreRequest.MetadataEntry
-	2,  // 16: grackle.v1.AcquireSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
-	0,  // 17: grackle.v1.AcquireSemaphoreResponse.outcome:type_name -> grackle.v1.AcquireOutcome
-	3,  // 18: grackle.v1.AcquireSemaphoreResponse.holder:type_name -> grackle.v1.SemaphoreHolder
-	2,  // 19: grackle.v1.ReleaseSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
-	3,  // 20: grackle.v1.ListSemaphoreHoldersResponse.holders:type_name -> grackle.v1.SemaphoreHolder
-	4,  // 21: grackle.v1.CreateSemaphoreLeaseResponse.lease:type_name -> grackle.v1.SemaphoreLease
-	4,  // 22: grackle.v1.GetSemaphoreLeaseResponse.lease:type_name -> grackle.v1.SemaphoreLease
-	4,  // 23: grackle.v1.RefreshSemaphoreLeaseResponse.lease:type_name -> grackle.v1.SemaphoreLease
-	4,  // 24: grackle.v1.ListSemaphoreLeasesResponse.leases:type_name -> grackle.v1.SemaphoreLease
-	41, // 25: grackle.v1.ListSemaphoreWaitersResponse.waiters:type_name -> grackle.v1.SemaphoreWaiter
-	2,  // 26: grackle.v1.WatchSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
-	3,  // 27: grackle.v1.WatchSemaphoreResponse.holders:type_name -> grackle.v1.SemaphoreHolder
-	41, // 28: grackle.v1.WatchSemaphoreResponse.waiters:type_name -> grackle.v1.SemaphoreWaiter
-	46, // 29: grackle.v1.GetClusterStatusResponse.members:type_name -> grackle.v1.Member
-	46, // 30: grackle.v1.AddMemberResponse.members:type_name -> grackle.v1.Member
-	46, // 31: grackle.v1.RemoveMemberResponse.members:type_name -> grackle.v1.Member
-	5,  // 32: grackle.v1.GrackleService.CreateNamespace:input_type -> grackle.v1.CreateNamespaceRequest
-	7,  // 33: grackle.v1.GrackleService.GetNamespace:input_type -> grackle.v1.GetNamespaceRequest
-	9,  // 34: grackle.v1.GrackleService.ListNamespaces:input_type -> grackle.v1.ListNamespacesRequest
-	11, // 35: grackle.v1.GrackleService.UpdateNamespace:input_type -> grackle.v1.UpdateNamespaceRequest
-	13, // 36: grackle.v1.GrackleService.DeleteNamespace:input_type -> grackle.v1.DeleteNamespaceRequest
-	15, // 37: grackle.v1.GrackleService.CreateSemaphore:input_type -> grackle.v1.CreateSemaphoreRequest
-	17, // 38: grackle.v1.GrackleService.GetSemaphore:input_type -> grackle.v1.GetSemaphoreRequest
-	19, // 39: grackle.v1.GrackleService.ListSemaphores:input_type -> grackle.v1.ListSemaphoresRequest
-	21, // 40: grackle.v1.GrackleService.UpdateSemaphore:input_type -> grackle.v1.UpdateSemaphoreRequest
-	23, // 41: grackle.v1.GrackleService.DeleteSemaphore:input_type -> grackle.v1.DeleteSemaphoreRequest
-	25, // 42: grackle.v1.GrackleService.AcquireSemaphore:input_type -> grackle.v1.AcquireSemaphoreRequest
-	27, // 43: grackle.v1.GrackleService.ReleaseSemaphore:input_type -> grackle.v1.ReleaseSemaphoreRequest
-	29, // 44: grackle.v1.GrackleService.ListSemaphoreHolders:input_type -> grackle.v1.ListSemaphoreHoldersRequest
-	31, // 45: grackle.v1.GrackleService.CreateSemaphoreLease:input_type -> grackle.v1.CreateSemaphoreLeaseRequest
-	33, // 46: grackle.v1.GrackleService.GetSemaphoreLease:input_type -> grackle.v1.GetSemaphoreLeaseRequest
-	35, // 47: grackle.v1.GrackleService.RefreshSemaphoreLease:input_type -> grackle.v1.RefreshSemaphoreLeaseRequest
-	37, // 48: grackle.v1.GrackleService.RevokeSemaphoreLease:input_type -> grackle.v1.RevokeSemaphoreLeaseRequest
-	39, // 49: grackle.v1.GrackleService.ListSemaphoreLeases:input_type -> grackle.v1.ListSemaphoreLeasesRequest
-	42, // 50: grackle.v1.GrackleService.ListSemaphoreWaiters:input_type -> grackle.v1.ListSemaphoreWaitersRequest
-	44, // 51: grackle.v1.GrackleService.WatchSemaphore:input_type -> grackle.v1.WatchSemaphoreRequest
-	47, // 52: grackle.v1.ClusterService.GetClusterStatus:input_type -> grackle.v1.GetClusterStatusRequest
-	49, // 53: grackle.v1.ClusterService.AddMember:input_type -> grackle.v1.AddMemberRequest
-	51, // 54: grackle.v1.ClusterService.RemoveMember:input_type -> grackle.v1.RemoveMemberRequest
-	53, // 55: grackle.v1.ClusterService.TransferLeadership:input_type -> grackle.v1.TransferLeadershipRequest
-	55, // 56: grackle.v1.ClusterService.GetNodeInfo:input_type -> grackle.v1.GetNodeInfoRequest
-	57, // 57: grackle.v1.ClusterService.SaveSnapshot:input_type -> grackle.v1.SaveSnapshotRequest
-	6,  // 58: grackle.v1.GrackleService.CreateNamespace:output_type -> grackle.v1.CreateNamespaceResponse
-	8,  // 59: grackle.v1.GrackleService.GetNamespace:output_type -> grackle.v1.GetNamespaceResponse
-	10, // 60: grackle.v1.GrackleService.ListNamespaces:output_type -> grackle.v1.ListNamespacesResponse
-	12, // 61: grackle.v1.GrackleService.UpdateNamespace:output_type -> grackle.v1.UpdateNamespaceResponse
-	14, // 62: grackle.v1.GrackleService.DeleteNamespace:output_type -> grackle.v1.DeleteNamespaceResponse
-	16, // 63: grackle.v1.GrackleService.CreateSemaphore:output_type -> grackle.v1.CreateSemaphoreResponse
-	18, // 64: grackle.v1.GrackleService.GetSemaphore:output_type -> grackle.v1.GetSemaphoreResponse
-	20, // 65: grackle.v1.GrackleService.ListSemaphores:output_type -> grackle.v1.ListSemaphoresResponse
-	22, // 66: grackle.v1.GrackleService.UpdateSemaphore:output_type -> grackle.v1.UpdateSemaphoreResponse
-	24, // 67: grackle.v1.GrackleService.DeleteSemaphore:output_type -> grackle.v1.DeleteSemaphoreResponse
-	26, // 68: grackle.v1.GrackleService.AcquireSemaphore:output_type -> grackle.v1.AcquireSemaphoreResponse
-	28, // 69: grackle.v1.GrackleService.ReleaseSemaphore:output_type -> grackle.v1.ReleaseSemaphoreResponse
-	30, // 70: grackle.v1.GrackleService.ListSemaphoreHolders:output_type -> grackle.v1.ListSemaphoreHoldersResponse
-	32, // 71: grackle.v1.GrackleService.CreateSemaphoreLease:output_type -> grackle.v1.CreateSemaphoreLeaseResponse
-	34, // 72: grackle.v1.GrackleService.GetSemaphoreLease:output_type -> grackle.v1.GetSemaphoreLeaseResponse
-	36, // 73: grackle.v1.GrackleService.RefreshSemaphoreLease:output_type -> grackle.v1.RefreshSemaphoreLeaseResponse
-	38, // 74: grackle.v1.GrackleService.RevokeSemaphoreLease:output_type -> grackle.v1.RevokeSemaphoreLeaseResponse
-	40, // 75: grackle.v1.GrackleService.ListSemaphoreLeases:output_type -> grackle.v1.ListSemaphoreLeasesResponse
-	43, // 76: grackle.v1.GrackleService.ListSemaphoreWaiters:output_type -> grackle.v1.ListSemaphoreWaitersResponse
-	45, // 77: grackle.v1.GrackleService.WatchSemaphore:output_type -> grackle.v1.WatchSemaphoreResponse
-	48, // 78: grackle.v1.ClusterService.GetClusterStatus:output_type -> grackle.v1.GetClusterStatusResponse
-	50, // 79: grackle.v1.ClusterService.AddMember:output_type -> grackle.v1.AddMemberResponse
-	52, // 80: grackle.v1.ClusterService.RemoveMember:output_type -> grackle.v1.RemoveMemberResponse
-	54, // 81: grackle.v1.ClusterService.TransferLeadership:output_type -> grackle.v1.TransferLeadershipResponse
-	56, // 82: grackle.v1.ClusterService.GetNodeInfo:output_type -> grackle.v1.GetNodeInfoResponse
-	58, // 83: grackle.v1.ClusterService.SaveSnapshot:output_type -> grackle.v1.SaveSnapshotResponse
-	58, // [58:84] is the sub-list for method output_type
-	32, // [32:58] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	90,  // 0: grackle.v1.Namespace.metadata:type_name -> grackle.v1.Namespace.MetadataEntry
+	91,  // 1: grackle.v1.Semaphore.metadata:type_name -> grackle.v1.Semaphore.MetadataEntry
+	92,  // 2: grackle.v1.SemaphoreHolder.metadata:type_name -> grackle.v1.SemaphoreHolder.MetadataEntry
+	93,  // 3: grackle.v1.CreateNamespaceRequest.metadata:type_name -> grackle.v1.CreateNamespaceRequest.MetadataEntry
+	3,   // 4: grackle.v1.CreateNamespaceResponse.namespace:type_name -> grackle.v1.Namespace
+	3,   // 5: grackle.v1.GetNamespaceResponse.namespace:type_name -> grackle.v1.Namespace
+	3,   // 6: grackle.v1.ListNamespacesResponse.namespaces:type_name -> grackle.v1.Namespace
+	94,  // 7: grackle.v1.UpdateNamespaceRequest.metadata:type_name -> grackle.v1.UpdateNamespaceRequest.MetadataEntry
+	3,   // 8: grackle.v1.UpdateNamespaceResponse.namespace:type_name -> grackle.v1.Namespace
+	95,  // 9: grackle.v1.CreateSemaphoreRequest.metadata:type_name -> grackle.v1.CreateSemaphoreRequest.MetadataEntry
+	4,   // 10: grackle.v1.CreateSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
+	4,   // 11: grackle.v1.GetSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
+	4,   // 12: grackle.v1.ListSemaphoresResponse.semaphores:type_name -> grackle.v1.Semaphore
+	96,  // 13: grackle.v1.UpdateSemaphoreRequest.metadata:type_name -> grackle.v1.UpdateSemaphoreRequest.MetadataEntry
+	4,   // 14: grackle.v1.UpdateSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
+	97,  // 15: grackle.v1.AcquireSemaphoreRequest.metadata:type_name -> grackle.v1.AcquireSemaphoreRequest.MetadataEntry
+	4,   // 16: grackle.v1.AcquireSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
+	0,   // 17: grackle.v1.AcquireSemaphoreResponse.outcome:type_name -> grackle.v1.AcquireOutcome
+	5,   // 18: grackle.v1.AcquireSemaphoreResponse.holder:type_name -> grackle.v1.SemaphoreHolder
+	4,   // 19: grackle.v1.ReleaseSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
+	5,   // 20: grackle.v1.ListSemaphoreHoldersResponse.holders:type_name -> grackle.v1.SemaphoreHolder
+	6,   // 21: grackle.v1.CreateSemaphoreLeaseResponse.lease:type_name -> grackle.v1.SemaphoreLease
+	6,   // 22: grackle.v1.GetSemaphoreLeaseResponse.lease:type_name -> grackle.v1.SemaphoreLease
+	6,   // 23: grackle.v1.RefreshSemaphoreLeaseResponse.lease:type_name -> grackle.v1.SemaphoreLease
+	6,   // 24: grackle.v1.ListSemaphoreLeasesResponse.leases:type_name -> grackle.v1.SemaphoreLease
+	43,  // 25: grackle.v1.ListSemaphoreWaitersResponse.waiters:type_name -> grackle.v1.SemaphoreWaiter
+	4,   // 26: grackle.v1.WatchSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
+	5,   // 27: grackle.v1.WatchSemaphoreResponse.holders:type_name -> grackle.v1.SemaphoreHolder
+	43,  // 28: grackle.v1.WatchSemaphoreResponse.waiters:type_name -> grackle.v1.SemaphoreWaiter
+	48,  // 29: grackle.v1.GetClusterStatusResponse.members:type_name -> grackle.v1.Member
+	48,  // 30: grackle.v1.AddMemberResponse.members:type_name -> grackle.v1.Member
+	48,  // 31: grackle.v1.RemoveMemberResponse.members:type_name -> grackle.v1.Member
+	98,  // 32: grackle.v1.LockLease.metadata:type_name -> grackle.v1.LockLease.MetadataEntry
+	99,  // 33: grackle.v1.LockHolder.metadata:type_name -> grackle.v1.LockHolder.MetadataEntry
+	1,   // 34: grackle.v1.Lock.state:type_name -> grackle.v1.LockState
+	63,  // 35: grackle.v1.Lock.holders:type_name -> grackle.v1.LockHolder
+	100, // 36: grackle.v1.CreateLockLeaseRequest.metadata:type_name -> grackle.v1.CreateLockLeaseRequest.MetadataEntry
+	62,  // 37: grackle.v1.CreateLockLeaseResponse.lease:type_name -> grackle.v1.LockLease
+	62,  // 38: grackle.v1.GetLockLeaseResponse.lease:type_name -> grackle.v1.LockLease
+	62,  // 39: grackle.v1.RefreshLockLeaseResponse.lease:type_name -> grackle.v1.LockLease
+	62,  // 40: grackle.v1.ListLockLeasesResponse.leases:type_name -> grackle.v1.LockLease
+	101, // 41: grackle.v1.AcquireLockRequest.metadata:type_name -> grackle.v1.AcquireLockRequest.MetadataEntry
+	64,  // 42: grackle.v1.AcquireLockResponse.lock:type_name -> grackle.v1.Lock
+	0,   // 43: grackle.v1.AcquireLockResponse.outcome:type_name -> grackle.v1.AcquireOutcome
+	63,  // 44: grackle.v1.AcquireLockResponse.holder:type_name -> grackle.v1.LockHolder
+	2,   // 45: grackle.v1.AcquireLockResponse.reason:type_name -> grackle.v1.ContentionReason
+	64,  // 46: grackle.v1.ReleaseLockResponse.lock:type_name -> grackle.v1.Lock
+	64,  // 47: grackle.v1.GetLockResponse.lock:type_name -> grackle.v1.Lock
+	64,  // 48: grackle.v1.ListLocksResponse.locks:type_name -> grackle.v1.Lock
+	85,  // 49: grackle.v1.ListLockWaitersResponse.waiters:type_name -> grackle.v1.LockWaiter
+	64,  // 50: grackle.v1.WatchLockResponse.lock:type_name -> grackle.v1.Lock
+	85,  // 51: grackle.v1.WatchLockResponse.waiters:type_name -> grackle.v1.LockWaiter
+	7,   // 52: grackle.v1.GrackleService.CreateNamespace:input_type -> grackle.v1.CreateNamespaceRequest
+	9,   // 53: grackle.v1.GrackleService.GetNamespace:input_type -> grackle.v1.GetNamespaceRequest
+	11,  // 54: grackle.v1.GrackleService.ListNamespaces:input_type -> grackle.v1.ListNamespacesRequest
+	13,  // 55: grackle.v1.GrackleService.UpdateNamespace:input_type -> grackle.v1.UpdateNamespaceRequest
+	15,  // 56: grackle.v1.GrackleService.DeleteNamespace:input_type -> grackle.v1.DeleteNamespaceRequest
+	17,  // 57: grackle.v1.GrackleService.CreateSemaphore:input_type -> grackle.v1.CreateSemaphoreRequest
+	19,  // 58: grackle.v1.GrackleService.GetSemaphore:input_type -> grackle.v1.GetSemaphoreRequest
+	21,  // 59: grackle.v1.GrackleService.ListSemaphores:input_type -> grackle.v1.ListSemaphoresRequest
+	23,  // 60: grackle.v1.GrackleService.UpdateSemaphore:input_type -> grackle.v1.UpdateSemaphoreRequest
+	25,  // 61: grackle.v1.GrackleService.DeleteSemaphore:input_type -> grackle.v1.DeleteSemaphoreRequest
+	27,  // 62: grackle.v1.GrackleService.AcquireSemaphore:input_type -> grackle.v1.AcquireSemaphoreRequest
+	29,  // 63: grackle.v1.GrackleService.ReleaseSemaphore:input_type -> grackle.v1.ReleaseSemaphoreRequest
+	31,  // 64: grackle.v1.GrackleService.ListSemaphoreHolders:input_type -> grackle.v1.ListSemaphoreHoldersRequest
+	33,  // 65: grackle.v1.GrackleService.CreateSemaphoreLease:input_type -> grackle.v1.CreateSemaphoreLeaseRequest
+	35,  // 66: grackle.v1.GrackleService.GetSemaphoreLease:input_type -> grackle.v1.GetSemaphoreLeaseRequest
+	37,  // 67: grackle.v1.GrackleService.RefreshSemaphoreLease:input_type -> grackle.v1.RefreshSemaphoreLeaseRequest
+	39,  // 68: grackle.v1.GrackleService.RevokeSemaphoreLease:input_type -> grackle.v1.RevokeSemaphoreLeaseRequest
+	41,  // 69: grackle.v1.GrackleService.ListSemaphoreLeases:input_type -> grackle.v1.ListSemaphoreLeasesRequest
+	44,  // 70: grackle.v1.GrackleService.ListSemaphoreWaiters:input_type -> grackle.v1.ListSemaphoreWaitersRequest
+	46,  // 71: grackle.v1.GrackleService.WatchSemaphore:input_type -> grackle.v1.WatchSemaphoreRequest
+	65,  // 72: grackle.v1.GrackleService.CreateLockLease:input_type -> grackle.v1.CreateLockLeaseRequest
+	67,  // 73: grackle.v1.GrackleService.GetLockLease:input_type -> grackle.v1.GetLockLeaseRequest
+	69,  // 74: grackle.v1.GrackleService.RefreshLockLease:input_type -> grackle.v1.RefreshLockLeaseRequest
+	71,  // 75: grackle.v1.GrackleService.RevokeLockLease:input_type -> grackle.v1.RevokeLockLeaseRequest
+	73,  // 76: grackle.v1.GrackleService.ListLockLeases:input_type -> grackle.v1.ListLockLeasesRequest
+	75,  // 77: grackle.v1.GrackleService.AcquireLock:input_type -> grackle.v1.AcquireLockRequest
+	77,  // 78: grackle.v1.GrackleService.ReleaseLock:input_type -> grackle.v1.ReleaseLockRequest
+	79,  // 79: grackle.v1.GrackleService.GetLock:input_type -> grackle.v1.GetLockRequest
+	81,  // 80: grackle.v1.GrackleService.ListLocks:input_type -> grackle.v1.ListLocksRequest
+	83,  // 81: grackle.v1.GrackleService.DeleteLock:input_type -> grackle.v1.DeleteLockRequest
+	86,  // 82: grackle.v1.GrackleService.ListLockWaiters:input_type -> grackle.v1.ListLockWaitersRequest
+	88,  // 83: grackle.v1.GrackleService.WatchLock:input_type -> grackle.v1.WatchLockRequest
+	49,  // 84: grackle.v1.ClusterService.GetClusterStatus:input_type -> grackle.v1.GetClusterStatusRequest
+	51,  // 85: grackle.v1.ClusterService.AddMember:input_type -> grackle.v1.AddMemberRequest
+	53,  // 86: grackle.v1.ClusterService.RemoveMember:input_type -> grackle.v1.RemoveMemberRequest
+	55,  // 87: grackle.v1.ClusterService.TransferLeadership:input_type -> grackle.v1.TransferLeadershipRequest
+	57,  // 88: grackle.v1.ClusterService.GetNodeInfo:input_type -> grackle.v1.GetNodeInfoRequest
+	59,  // 89: grackle.v1.ClusterService.SaveSnapshot:input_type -> grackle.v1.SaveSnapshotRequest
+	8,   // 90: grackle.v1.GrackleService.CreateNamespace:output_type -> grackle.v1.CreateNamespaceResponse
+	10,  // 91: grackle.v1.GrackleService.GetNamespace:output_type -> grackle.v1.GetNamespaceResponse
+	12,  // 92: grackle.v1.GrackleService.ListNamespaces:output_type -> grackle.v1.ListNamespacesResponse
+	14,  // 93: grackle.v1.GrackleService.UpdateNamespace:output_type -> grackle.v1.UpdateNamespaceResponse
+	16,  // 94: grackle.v1.GrackleService.DeleteNamespace:output_type -> grackle.v1.DeleteNamespaceResponse
+	18,  // 95: grackle.v1.GrackleService.CreateSemaphore:output_type -> grackle.v1.CreateSemaphoreResponse
+	20,  // 96: grackle.v1.GrackleService.GetSemaphore:output_type -> grackle.v1.GetSemaphoreResponse
+	22,  // 97: grackle.v1.GrackleService.ListSemaphores:output_type -> grackle.v1.ListSemaphoresResponse
+	24,  // 98: grackle.v1.GrackleService.UpdateSemaphore:output_type -> grackle.v1.UpdateSemaphoreResponse
+	26,  // 99: grackle.v1.GrackleService.DeleteSemaphore:output_type -> grackle.v1.DeleteSemaphoreResponse
+	28,  // 100: grackle.v1.GrackleService.AcquireSemaphore:output_type -> grackle.v1.AcquireSemaphoreResponse
+	30,  // 101: grackle.v1.GrackleService.ReleaseSemaphore:output_type -> grackle.v1.ReleaseSemaphoreResponse
+	32,  // 102: grackle.v1.GrackleService.ListSemaphoreHolders:output_type -> grackle.v1.ListSemaphoreHoldersResponse
+	34,  // 103: grackle.v1.GrackleService.CreateSemaphoreLease:output_type -> grackle.v1.CreateSemaphoreLeaseResponse
+	36,  // 104: grackle.v1.GrackleService.GetSemaphoreLease:output_type -> grackle.v1.GetSemaphoreLeaseResponse
+	38,  // 105: grackle.v1.GrackleService.RefreshSemaphoreLease:output_type -> grackle.v1.RefreshSemaphoreLeaseResponse
+	40,  // 106: grackle.v1.GrackleService.RevokeSemaphoreLease:output_type -> grackle.v1.RevokeSemaphoreLeaseResponse
+	42,  // 107: grackle.v1.GrackleService.ListSemaphoreLeases:output_type -> grackle.v1.ListSemaphoreLeasesResponse
+	45,  // 108: grackle.v1.GrackleService.ListSemaphoreWaiters:output_type -> grackle.v1.ListSemaphoreWaitersResponse
+	47,  // 109: grackle.v1.GrackleService.WatchSemaphore:output_type -> grackle.v1.WatchSemaphoreResponse
+	66,  // 110: grackle.v1.GrackleService.CreateLockLease:output_type -> grackle.v1.CreateLockLeaseResponse
+	68,  // 111: grackle.v1.GrackleService.GetLockLease:output_type -> grackle.v1.GetLockLeaseResponse
+	70,  // 112: grackle.v1.GrackleService.RefreshLockLease:output_type -> grackle.v1.RefreshLockLeaseResponse
+	72,  // 113: grackle.v1.GrackleService.RevokeLockLease:output_type -> grackle.v1.RevokeLockLeaseResponse
+	74,  // 114: grackle.v1.GrackleService.ListLockLeases:output_type -> grackle.v1.ListLockLeasesResponse
+	76,  // 115: grackle.v1.GrackleService.AcquireLock:output_type -> grackle.v1.AcquireLockResponse
+	78,  // 116: grackle.v1.GrackleService.ReleaseLock:output_type -> grackle.v1.ReleaseLockResponse
+	80,  // 117: grackle.v1.GrackleService.GetLock:output_type -> grackle.v1.GetLockResponse
+	82,  // 118: grackle.v1.GrackleService.ListLocks:output_type -> grackle.v1.ListLocksResponse
+	84,  // 119: grackle.v1.GrackleService.DeleteLock:output_type -> grackle.v1.DeleteLockResponse
+	87,  // 120: grackle.v1.GrackleService.ListLockWaiters:output_type -> grackle.v1.ListLockWaitersResponse
+	89,  // 121: grackle.v1.GrackleService.WatchLock:output_type -> grackle.v1.WatchLockResponse
+	50,  // 122: grackle.v1.ClusterService.GetClusterStatus:output_type -> grackle.v1.GetClusterStatusResponse
+	52,  // 123: grackle.v1.ClusterService.AddMember:output_type -> grackle.v1.AddMemberResponse
+	54,  // 124: grackle.v1.ClusterService.RemoveMember:output_type -> grackle.v1.RemoveMemberResponse
+	56,  // 125: grackle.v1.ClusterService.TransferLeadership:output_type -> grackle.v1.TransferLeadershipResponse
+	58,  // 126: grackle.v1.ClusterService.GetNodeInfo:output_type -> grackle.v1.GetNodeInfoResponse
+	60,  // 127: grackle.v1.ClusterService.SaveSnapshot:output_type -> grackle.v1.SaveSnapshotResponse
+	90,  // [90:128] is the sub-list for method output_type
+	52,  // [52:90] is the sub-list for method input_type
+	52,  // [52:52] is the sub-list for extension type_name
+	52,  // [52:52] is the sub-list for extension extendee
+	0,   // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_grackle_v1_grackle_proto_init() }
@@ -4210,8 +6311,8 @@ func file_grackle_v1_grackle_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grackle_v1_grackle_proto_rawDesc), len(file_grackle_v1_grackle_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   67,
+			NumEnums:      3,
+			NumMessages:   99,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -42,6 +42,18 @@ const (
 	GrackleService_ListSemaphoreLeases_FullMethodName   = "/grackle.v1.GrackleService/ListSemaphoreLeases"
 	GrackleService_ListSemaphoreWaiters_FullMethodName  = "/grackle.v1.GrackleService/ListSemaphoreWaiters"
 	GrackleService_WatchSemaphore_FullMethodName        = "/grackle.v1.GrackleService/WatchSemaphore"
+	GrackleService_CreateLockLease_FullMethodName       = "/grackle.v1.GrackleService/CreateLockLease"
+	GrackleService_GetLockLease_FullMethodName          = "/grackle.v1.GrackleService/GetLockLease"
+	GrackleService_RefreshLockLease_FullMethodName      = "/grackle.v1.GrackleService/RefreshLockLease"
+	GrackleService_RevokeLockLease_FullMethodName       = "/grackle.v1.GrackleService/RevokeLockLease"
+	GrackleService_ListLockLeases_FullMethodName        = "/grackle.v1.GrackleService/ListLockLeases"
+	GrackleService_AcquireLock_FullMethodName           = "/grackle.v1.GrackleService/AcquireLock"
+	GrackleService_ReleaseLock_FullMethodName           = "/grackle.v1.GrackleService/ReleaseLock"
+	GrackleService_GetLock_FullMethodName               = "/grackle.v1.GrackleService/GetLock"
+	GrackleService_ListLocks_FullMethodName             = "/grackle.v1.GrackleService/ListLocks"
+	GrackleService_DeleteLock_FullMethodName            = "/grackle.v1.GrackleService/DeleteLock"
+	GrackleService_ListLockWaiters_FullMethodName       = "/grackle.v1.GrackleService/ListLockWaiters"
+	GrackleService_WatchLock_FullMethodName             = "/grackle.v1.GrackleService/WatchLock"
 )
 
 // GrackleServiceClient is the client API for GrackleService service.
@@ -69,6 +81,19 @@ type GrackleServiceClient interface {
 	// Queue visibility (see the block "queue visibility and watch" below).
 	ListSemaphoreWaiters(ctx context.Context, in *ListSemaphoreWaitersRequest, opts ...grpc.CallOption) (*ListSemaphoreWaitersResponse, error)
 	WatchSemaphore(ctx context.Context, in *WatchSemaphoreRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSemaphoreResponse], error)
+	// Lock leases and locks (docs/locks.md).
+	CreateLockLease(ctx context.Context, in *CreateLockLeaseRequest, opts ...grpc.CallOption) (*CreateLockLeaseResponse, error)
+	GetLockLease(ctx context.Context, in *GetLockLeaseRequest, opts ...grpc.CallOption) (*GetLockLeaseResponse, error)
+	RefreshLockLease(ctx context.Context, in *RefreshLockLeaseRequest, opts ...grpc.CallOption) (*RefreshLockLeaseResponse, error)
+	RevokeLockLease(ctx context.Context, in *RevokeLockLeaseRequest, opts ...grpc.CallOption) (*RevokeLockLeaseResponse, error)
+	ListLockLeases(ctx context.Context, in *ListLockLeasesRequest, opts ...grpc.CallOption) (*ListLockLeasesResponse, error)
+	AcquireLock(ctx context.Context, in *AcquireLockRequest, opts ...grpc.CallOption) (*AcquireLockResponse, error)
+	ReleaseLock(ctx context.Context, in *ReleaseLockRequest, opts ...grpc.CallOption) (*ReleaseLockResponse, error)
+	GetLock(ctx context.Context, in *GetLockRequest, opts ...grpc.CallOption) (*GetLockResponse, error)
+	ListLocks(ctx context.Context, in *ListLocksRequest, opts ...grpc.CallOption) (*ListLocksResponse, error)
+	DeleteLock(ctx context.Context, in *DeleteLockRequest, opts ...grpc.CallOption) (*DeleteLockResponse, error)
+	ListLockWaiters(ctx context.Context, in *ListLockWaitersRequest, opts ...grpc.CallOption) (*ListLockWaitersResponse, error)
+	WatchLock(ctx context.Context, in *WatchLockRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLockResponse], error)
 }
 
 type grackleServiceClient struct {
@@ -288,6 +313,135 @@ func (c *grackleServiceClient) WatchSemaphore(ctx context.Context, in *WatchSema
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type GrackleService_WatchSemaphoreClient = grpc.ServerStreamingClient[WatchSemaphoreResponse]
 
+func (c *grackleServiceClient) CreateLockLease(ctx context.Context, in *CreateLockLeaseRequest, opts ...grpc.CallOption) (*CreateLockLeaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateLockLeaseResponse)
+	err := c.cc.Invoke(ctx, GrackleService_CreateLockLease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) GetLockLease(ctx context.Context, in *GetLockLeaseRequest, opts ...grpc.CallOption) (*GetLockLeaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetLockLeaseResponse)
+	err := c.cc.Invoke(ctx, GrackleService_GetLockLease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) RefreshLockLease(ctx context.Context, in *RefreshLockLeaseRequest, opts ...grpc.CallOption) (*RefreshLockLeaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RefreshLockLeaseResponse)
+	err := c.cc.Invoke(ctx, GrackleService_RefreshLockLease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) RevokeLockLease(ctx context.Context, in *RevokeLockLeaseRequest, opts ...grpc.CallOption) (*RevokeLockLeaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeLockLeaseResponse)
+	err := c.cc.Invoke(ctx, GrackleService_RevokeLockLease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) ListLockLeases(ctx context.Context, in *ListLockLeasesRequest, opts ...grpc.CallOption) (*ListLockLeasesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLockLeasesResponse)
+	err := c.cc.Invoke(ctx, GrackleService_ListLockLeases_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) AcquireLock(ctx context.Context, in *AcquireLockRequest, opts ...grpc.CallOption) (*AcquireLockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AcquireLockResponse)
+	err := c.cc.Invoke(ctx, GrackleService_AcquireLock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) ReleaseLock(ctx context.Context, in *ReleaseLockRequest, opts ...grpc.CallOption) (*ReleaseLockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseLockResponse)
+	err := c.cc.Invoke(ctx, GrackleService_ReleaseLock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) GetLock(ctx context.Context, in *GetLockRequest, opts ...grpc.CallOption) (*GetLockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetLockResponse)
+	err := c.cc.Invoke(ctx, GrackleService_GetLock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) ListLocks(ctx context.Context, in *ListLocksRequest, opts ...grpc.CallOption) (*ListLocksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLocksResponse)
+	err := c.cc.Invoke(ctx, GrackleService_ListLocks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) DeleteLock(ctx context.Context, in *DeleteLockRequest, opts ...grpc.CallOption) (*DeleteLockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteLockResponse)
+	err := c.cc.Invoke(ctx, GrackleService_DeleteLock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) ListLockWaiters(ctx context.Context, in *ListLockWaitersRequest, opts ...grpc.CallOption) (*ListLockWaitersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLockWaitersResponse)
+	err := c.cc.Invoke(ctx, GrackleService_ListLockWaiters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) WatchLock(ctx context.Context, in *WatchLockRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLockResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &GrackleService_ServiceDesc.Streams[1], GrackleService_WatchLock_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchLockRequest, WatchLockResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type GrackleService_WatchLockClient = grpc.ServerStreamingClient[WatchLockResponse]
+
 // GrackleServiceServer is the server API for GrackleService service.
 // All implementations must embed UnimplementedGrackleServiceServer
 // for forward compatibility.
@@ -313,6 +467,19 @@ type GrackleServiceServer interface {
 	// Queue visibility (see the block "queue visibility and watch" below).
 	ListSemaphoreWaiters(context.Context, *ListSemaphoreWaitersRequest) (*ListSemaphoreWaitersResponse, error)
 	WatchSemaphore(*WatchSemaphoreRequest, grpc.ServerStreamingServer[WatchSemaphoreResponse]) error
+	// Lock leases and locks (docs/locks.md).
+	CreateLockLease(context.Context, *CreateLockLeaseRequest) (*CreateLockLeaseResponse, error)
+	GetLockLease(context.Context, *GetLockLeaseRequest) (*GetLockLeaseResponse, error)
+	RefreshLockLease(context.Context, *RefreshLockLeaseRequest) (*RefreshLockLeaseResponse, error)
+	RevokeLockLease(context.Context, *RevokeLockLeaseRequest) (*RevokeLockLeaseResponse, error)
+	ListLockLeases(context.Context, *ListLockLeasesRequest) (*ListLockLeasesResponse, error)
+	AcquireLock(context.Context, *AcquireLockRequest) (*AcquireLockResponse, error)
+	ReleaseLock(context.Context, *ReleaseLockRequest) (*ReleaseLockResponse, error)
+	GetLock(context.Context, *GetLockRequest) (*GetLockResponse, error)
+	ListLocks(context.Context, *ListLocksRequest) (*ListLocksResponse, error)
+	DeleteLock(context.Context, *DeleteLockRequest) (*DeleteLockResponse, error)
+	ListLockWaiters(context.Context, *ListLockWaitersRequest) (*ListLockWaitersResponse, error)
+	WatchLock(*WatchLockRequest, grpc.ServerStreamingServer[WatchLockResponse]) error
 	mustEmbedUnimplementedGrackleServiceServer()
 }
 
@@ -382,6 +549,42 @@ func (UnimplementedGrackleServiceServer) ListSemaphoreWaiters(context.Context, *
 }
 func (UnimplementedGrackleServiceServer) WatchSemaphore(*WatchSemaphoreRequest, grpc.ServerStreamingServer[WatchSemaphoreResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method WatchSemaphore not implemented")
+}
+func (UnimplementedGrackleServiceServer) CreateLockLease(context.Context, *CreateLockLeaseRequest) (*CreateLockLeaseResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CreateLockLease not implemented")
+}
+func (UnimplementedGrackleServiceServer) GetLockLease(context.Context, *GetLockLeaseRequest) (*GetLockLeaseResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetLockLease not implemented")
+}
+func (UnimplementedGrackleServiceServer) RefreshLockLease(context.Context, *RefreshLockLeaseRequest) (*RefreshLockLeaseResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RefreshLockLease not implemented")
+}
+func (UnimplementedGrackleServiceServer) RevokeLockLease(context.Context, *RevokeLockLeaseRequest) (*RevokeLockLeaseResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RevokeLockLease not implemented")
+}
+func (UnimplementedGrackleServiceServer) ListLockLeases(context.Context, *ListLockLeasesRequest) (*ListLockLeasesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListLockLeases not implemented")
+}
+func (UnimplementedGrackleServiceServer) AcquireLock(context.Context, *AcquireLockRequest) (*AcquireLockResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AcquireLock not implemented")
+}
+func (UnimplementedGrackleServiceServer) ReleaseLock(context.Context, *ReleaseLockRequest) (*ReleaseLockResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReleaseLock not implemented")
+}
+func (UnimplementedGrackleServiceServer) GetLock(context.Context, *GetLockRequest) (*GetLockResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetLock not implemented")
+}
+func (UnimplementedGrackleServiceServer) ListLocks(context.Context, *ListLocksRequest) (*ListLocksResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListLocks not implemented")
+}
+func (UnimplementedGrackleServiceServer) DeleteLock(context.Context, *DeleteLockRequest) (*DeleteLockResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteLock not implemented")
+}
+func (UnimplementedGrackleServiceServer) ListLockWaiters(context.Context, *ListLockWaitersRequest) (*ListLockWaitersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListLockWaiters not implemented")
+}
+func (UnimplementedGrackleServiceServer) WatchLock(*WatchLockRequest, grpc.ServerStreamingServer[WatchLockResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method WatchLock not implemented")
 }
 func (UnimplementedGrackleServiceServer) mustEmbedUnimplementedGrackleServiceServer() {}
 func (UnimplementedGrackleServiceServer) testEmbeddedByValue()                        {}
@@ -757,6 +960,215 @@ func _GrackleService_WatchSemaphore_Handler(srv interface{}, stream grpc.ServerS
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type GrackleService_WatchSemaphoreServer = grpc.ServerStreamingServer[WatchSemaphoreResponse]
 
+func _GrackleService_CreateLockLease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateLockLeaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).CreateLockLease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_CreateLockLease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).CreateLockLease(ctx, req.(*CreateLockLeaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_GetLockLease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetLockLeaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).GetLockLease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_GetLockLease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).GetLockLease(ctx, req.(*GetLockLeaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_RefreshLockLease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RefreshLockLeaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).RefreshLockLease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_RefreshLockLease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).RefreshLockLease(ctx, req.(*RefreshLockLeaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_RevokeLockLease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeLockLeaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).RevokeLockLease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_RevokeLockLease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).RevokeLockLease(ctx, req.(*RevokeLockLeaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_ListLockLeases_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLockLeasesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).ListLockLeases(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_ListLockLeases_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).ListLockLeases(ctx, req.(*ListLockLeasesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_AcquireLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcquireLockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).AcquireLock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_AcquireLock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).AcquireLock(ctx, req.(*AcquireLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_ReleaseLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseLockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).ReleaseLock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_ReleaseLock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).ReleaseLock(ctx, req.(*ReleaseLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_GetLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetLockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).GetLock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_GetLock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).GetLock(ctx, req.(*GetLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_ListLocks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLocksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).ListLocks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_ListLocks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).ListLocks(ctx, req.(*ListLocksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_DeleteLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteLockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).DeleteLock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_DeleteLock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).DeleteLock(ctx, req.(*DeleteLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_ListLockWaiters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLockWaitersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).ListLockWaiters(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_ListLockWaiters_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).ListLockWaiters(ctx, req.(*ListLockWaitersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_WatchLock_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchLockRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(GrackleServiceServer).WatchLock(m, &grpc.GenericServerStream[WatchLockRequest, WatchLockResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type GrackleService_WatchLockServer = grpc.ServerStreamingServer[WatchLockResponse]
+
 // GrackleService_ServiceDesc is the grpc.ServiceDesc for GrackleService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -840,11 +1252,60 @@ var GrackleService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ListSemaphoreWaiters",
 			Handler:    _GrackleService_ListSemaphoreWaiters_Handler,
 		},
+		{
+			MethodName: "CreateLockLease",
+			Handler:    _GrackleService_CreateLockLease_Handler,
+		},
+		{
+			MethodName: "GetLockLease",
+			Handler:    _GrackleService_GetLockLease_Handler,
+		},
+		{
+			MethodName: "RefreshLockLease",
+			Handler:    _GrackleService_RefreshLockLease_Handler,
+		},
+		{
+			MethodName: "RevokeLockLease",
+			Handler:    _GrackleService_RevokeLockLease_Handler,
+		},
+		{
+			MethodName: "ListLockLeases",
+			Handler:    _GrackleService_ListLockLeases_Handler,
+		},
+		{
+			MethodName: "AcquireLock",
+			Handler:    _GrackleService_AcquireLock_Handler,
+		},
+		{
+			MethodName: "ReleaseLock",
+			Handler:    _GrackleService_ReleaseLock_Handler,
+		},
+		{
+			MethodName: "GetLock",
+			Handler:    _GrackleService_GetLock_Handler,
+		},
+		{
+			MethodName: "ListLocks",
+			Handler:    _GrackleService_ListLocks_Handler,
+		},
+		{
+			MethodName: "DeleteLock",
+			Handler:    _GrackleService_DeleteLock_Handler,
+		},
+		{
+			MethodName: "ListLockWaiters",
+			Handler:    _GrackleService_ListLockWaiters_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "WatchSemaphore",
 			Handler:       _GrackleService_WatchSemaphore_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchLock",
+			Handler:       _GrackleService_WatchLock_Handler,
 			ServerStreams: true,
 		},
 	},

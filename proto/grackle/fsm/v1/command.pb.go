@@ -57,13 +57,22 @@ type Command struct {
 	//	*Command_AclBootstrap
 	//	*Command_AclCreateToken
 	//	*Command_AclRevokeToken
+	//	*Command_AcquireLock
+	//	*Command_ReleaseLock
+	//	*Command_DeleteLock
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// Conditional grants for waiters at the head of their semaphore's queue,
 	// applied after `op`, in order. Each applies only if it still fits and its
 	// lease is alive at `now`; after the first grant on a semaphore that does
 	// not apply, later grants on that semaphore in this command are skipped
 	// (head-of-line blocking keeps FIFO order).
-	Grants        []*Grant `protobuf:"bytes,3,rep,name=grants,proto3" json:"grants,omitempty"`
+	Grants []*Grant `protobuf:"bytes,3,rep,name=grants,proto3" json:"grants,omitempty"`
+	// Conditional lock grants for waiters the leader found free of conflict,
+	// applied after `grants`, in order. Each applies only if its lease is
+	// alive and it conflicts with no holder at `now`; a grant that does not
+	// apply makes later grants in this command that conflict with it skip
+	// (conflict-FIFO: no later request overtakes a conflicting earlier one).
+	LockGrants    []*LockGrant `protobuf:"bytes,4,rep,name=lock_grants,json=lockGrants,proto3" json:"lock_grants,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -308,9 +317,43 @@ func (x *Command) GetAclRevokeToken() *AclRevokeToken {
 	return nil
 }
 
+func (x *Command) GetAcquireLock() *AcquireLock {
+	if x != nil {
+		if x, ok := x.Op.(*Command_AcquireLock); ok {
+			return x.AcquireLock
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetReleaseLock() *ReleaseLock {
+	if x != nil {
+		if x, ok := x.Op.(*Command_ReleaseLock); ok {
+			return x.ReleaseLock
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteLock() *DeleteLock {
+	if x != nil {
+		if x, ok := x.Op.(*Command_DeleteLock); ok {
+			return x.DeleteLock
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetGrants() []*Grant {
 	if x != nil {
 		return x.Grants
+	}
+	return nil
+}
+
+func (x *Command) GetLockGrants() []*LockGrant {
+	if x != nil {
+		return x.LockGrants
 	}
 	return nil
 }
@@ -406,6 +449,19 @@ type Command_AclRevokeToken struct {
 	AclRevokeToken *AclRevokeToken `protobuf:"bytes,43,opt,name=acl_revoke_token,json=aclRevokeToken,proto3,oneof"`
 }
 
+type Command_AcquireLock struct {
+	// Locks (fsm/locks.go).
+	AcquireLock *AcquireLock `protobuf:"bytes,44,opt,name=acquire_lock,json=acquireLock,proto3,oneof"`
+}
+
+type Command_ReleaseLock struct {
+	ReleaseLock *ReleaseLock `protobuf:"bytes,45,opt,name=release_lock,json=releaseLock,proto3,oneof"`
+}
+
+type Command_DeleteLock struct {
+	DeleteLock *DeleteLock `protobuf:"bytes,46,opt,name=delete_lock,json=deleteLock,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Op() {}
 
 func (*Command_UpdateNamespace) isCommand_Op() {}
@@ -447,6 +503,12 @@ func (*Command_AclBootstrap) isCommand_Op() {}
 func (*Command_AclCreateToken) isCommand_Op() {}
 
 func (*Command_AclRevokeToken) isCommand_Op() {}
+
+func (*Command_AcquireLock) isCommand_Op() {}
+
+func (*Command_ReleaseLock) isCommand_Op() {}
+
+func (*Command_DeleteLock) isCommand_Op() {}
 
 type CreateNamespace struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1024,12 +1086,15 @@ func (x *Release) GetLeaseId() string {
 	return ""
 }
 
+// A lease; its kind is in its id: "ls_" a semaphore lease, "ll_" a lock
+// lease (only lock leases carry metadata).
 type CreateLease struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
 	LeaseId       string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
 	ProcessId     string                 `protobuf:"bytes,3,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
 	TtlSeconds    int64                  `protobuf:"varint,4,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	Metadata      map[string]string      `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1090,6 +1155,13 @@ func (x *CreateLease) GetTtlSeconds() int64 {
 		return x.TtlSeconds
 	}
 	return 0
+}
+
+func (x *CreateLease) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
 }
 
 type RefreshLease struct {
@@ -1421,6 +1493,10 @@ type SetLimits struct {
 	MaxHoldersPerSemaphore    int64                  `protobuf:"varint,4,opt,name=max_holders_per_semaphore,json=maxHoldersPerSemaphore,proto3" json:"max_holders_per_semaphore,omitempty"`
 	MaxPermits                int64                  `protobuf:"varint,5,opt,name=max_permits,json=maxPermits,proto3" json:"max_permits,omitempty"`
 	MaxTtlSeconds             int64                  `protobuf:"varint,6,opt,name=max_ttl_seconds,json=maxTtlSeconds,proto3" json:"max_ttl_seconds,omitempty"`
+	// Locks; 0 (a leader that predates locks): the default.
+	MaxLocksPerNamespace      int64 `protobuf:"varint,7,opt,name=max_locks_per_namespace,json=maxLocksPerNamespace,proto3" json:"max_locks_per_namespace,omitempty"`
+	MaxLockLeasesPerNamespace int64 `protobuf:"varint,8,opt,name=max_lock_leases_per_namespace,json=maxLockLeasesPerNamespace,proto3" json:"max_lock_leases_per_namespace,omitempty"`
+	MaxHoldersPerLock         int64 `protobuf:"varint,9,opt,name=max_holders_per_lock,json=maxHoldersPerLock,proto3" json:"max_holders_per_lock,omitempty"`
 	unknownFields             protoimpl.UnknownFields
 	sizeCache                 protoimpl.SizeCache
 }
@@ -1493,6 +1569,27 @@ func (x *SetLimits) GetMaxPermits() int64 {
 func (x *SetLimits) GetMaxTtlSeconds() int64 {
 	if x != nil {
 		return x.MaxTtlSeconds
+	}
+	return 0
+}
+
+func (x *SetLimits) GetMaxLocksPerNamespace() int64 {
+	if x != nil {
+		return x.MaxLocksPerNamespace
+	}
+	return 0
+}
+
+func (x *SetLimits) GetMaxLockLeasesPerNamespace() int64 {
+	if x != nil {
+		return x.MaxLockLeasesPerNamespace
+	}
+	return 0
+}
+
+func (x *SetLimits) GetMaxHoldersPerLock() int64 {
+	if x != nil {
+		return x.MaxHoldersPerLock
 	}
 	return 0
 }
@@ -1793,6 +1890,251 @@ func (x *AclRevokeToken) GetId() string {
 	return ""
 }
 
+type LockGrant struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	LockName      string                 `protobuf:"bytes,2,opt,name=lock_name,json=lockName,proto3" json:"lock_name,omitempty"`
+	LeaseId       string                 `protobuf:"bytes,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Exclusive     bool                   `protobuf:"varint,4,opt,name=exclusive,proto3" json:"exclusive,omitempty"`
+	Metadata      map[string]string      `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockGrant) Reset() {
+	*x = LockGrant{}
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockGrant) ProtoMessage() {}
+
+func (x *LockGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockGrant.ProtoReflect.Descriptor instead.
+func (*LockGrant) Descriptor() ([]byte, []int) {
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *LockGrant) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *LockGrant) GetLockName() string {
+	if x != nil {
+		return x.LockName
+	}
+	return ""
+}
+
+func (x *LockGrant) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *LockGrant) GetExclusive() bool {
+	if x != nil {
+		return x.Exclusive
+	}
+	return false
+}
+
+func (x *LockGrant) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+// An AcquireLock call as it reaches the log: it checks that everything
+// exists and grants only when `queued` is false and nothing conflicts.
+type AcquireLock struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Grant *LockGrant             `protobuf:"bytes,1,opt,name=grant,proto3" json:"grant,omitempty"`
+	// True when the leader decided the call waits behind an earlier
+	// conflicting request.
+	Queued        bool `protobuf:"varint,2,opt,name=queued,proto3" json:"queued,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireLock) Reset() {
+	*x = AcquireLock{}
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireLock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireLock) ProtoMessage() {}
+
+func (x *AcquireLock) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireLock.ProtoReflect.Descriptor instead.
+func (*AcquireLock) Descriptor() ([]byte, []int) {
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *AcquireLock) GetGrant() *LockGrant {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
+}
+
+func (x *AcquireLock) GetQueued() bool {
+	if x != nil {
+		return x.Queued
+	}
+	return false
+}
+
+type ReleaseLock struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	LockName      string                 `protobuf:"bytes,2,opt,name=lock_name,json=lockName,proto3" json:"lock_name,omitempty"`
+	LeaseId       string                 `protobuf:"bytes,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseLock) Reset() {
+	*x = ReleaseLock{}
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseLock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseLock) ProtoMessage() {}
+
+func (x *ReleaseLock) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseLock.ProtoReflect.Descriptor instead.
+func (*ReleaseLock) Descriptor() ([]byte, []int) {
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ReleaseLock) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *ReleaseLock) GetLockName() string {
+	if x != nil {
+		return x.LockName
+	}
+	return ""
+}
+
+func (x *ReleaseLock) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+// Drops every holder of one lock (their leases live on).
+type DeleteLock struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	LockName      string                 `protobuf:"bytes,2,opt,name=lock_name,json=lockName,proto3" json:"lock_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteLock) Reset() {
+	*x = DeleteLock{}
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteLock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteLock) ProtoMessage() {}
+
+func (x *DeleteLock) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteLock.ProtoReflect.Descriptor instead.
+func (*DeleteLock) Descriptor() ([]byte, []int) {
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *DeleteLock) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *DeleteLock) GetLockName() string {
+	if x != nil {
+		return x.LockName
+	}
+	return ""
+}
+
 type SnapshotMeta struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Format          uint32                 `protobuf:"varint,1,opt,name=format,proto3" json:"format,omitempty"`
@@ -1808,7 +2150,7 @@ type SnapshotMeta struct {
 
 func (x *SnapshotMeta) Reset() {
 	*x = SnapshotMeta{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[24]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +2162,7 @@ func (x *SnapshotMeta) String() string {
 func (*SnapshotMeta) ProtoMessage() {}
 
 func (x *SnapshotMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[24]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1833,7 +2175,7 @@ func (x *SnapshotMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotMeta.ProtoReflect.Descriptor instead.
 func (*SnapshotMeta) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{24}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SnapshotMeta) GetFormat() uint32 {
@@ -1896,7 +2238,7 @@ type TokenRecord struct {
 
 func (x *TokenRecord) Reset() {
 	*x = TokenRecord{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[25]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2250,7 @@ func (x *TokenRecord) String() string {
 func (*TokenRecord) ProtoMessage() {}
 
 func (x *TokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[25]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2263,7 @@ func (x *TokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRecord.ProtoReflect.Descriptor instead.
 func (*TokenRecord) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{25}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TokenRecord) GetToken() *AclToken {
@@ -1952,7 +2294,7 @@ type NamespaceRecord struct {
 
 func (x *NamespaceRecord) Reset() {
 	*x = NamespaceRecord{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[26]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1964,7 +2306,7 @@ func (x *NamespaceRecord) String() string {
 func (*NamespaceRecord) ProtoMessage() {}
 
 func (x *NamespaceRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[26]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1977,7 +2319,7 @@ func (x *NamespaceRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespaceRecord.ProtoReflect.Descriptor instead.
 func (*NamespaceRecord) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{26}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NamespaceRecord) GetName() string {
@@ -2039,7 +2381,7 @@ type SemaphoreRecord struct {
 
 func (x *SemaphoreRecord) Reset() {
 	*x = SemaphoreRecord{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[27]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +2393,7 @@ func (x *SemaphoreRecord) String() string {
 func (*SemaphoreRecord) ProtoMessage() {}
 
 func (x *SemaphoreRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[27]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +2406,7 @@ func (x *SemaphoreRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemaphoreRecord.ProtoReflect.Descriptor instead.
 func (*SemaphoreRecord) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{27}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SemaphoreRecord) GetNamespaceName() string {
@@ -2138,13 +2480,14 @@ type LeaseRecord struct {
 	TtlSeconds    int64                  `protobuf:"varint,4,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
 	CreatedAt     int64                  `protobuf:"varint,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	ExpiresAt     int64                  `protobuf:"varint,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	Metadata      map[string]string      `protobuf:"bytes,7,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LeaseRecord) Reset() {
 	*x = LeaseRecord{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[28]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2156,7 +2499,7 @@ func (x *LeaseRecord) String() string {
 func (*LeaseRecord) ProtoMessage() {}
 
 func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[28]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2169,7 +2512,7 @@ func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRecord.ProtoReflect.Descriptor instead.
 func (*LeaseRecord) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{28}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *LeaseRecord) GetNamespaceName() string {
@@ -2214,6 +2557,13 @@ func (x *LeaseRecord) GetExpiresAt() int64 {
 	return 0
 }
 
+func (x *LeaseRecord) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 type HolderRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
@@ -2230,7 +2580,7 @@ type HolderRecord struct {
 
 func (x *HolderRecord) Reset() {
 	*x = HolderRecord{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[29]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2592,7 @@ func (x *HolderRecord) String() string {
 func (*HolderRecord) ProtoMessage() {}
 
 func (x *HolderRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[29]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2605,7 @@ func (x *HolderRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HolderRecord.ProtoReflect.Descriptor instead.
 func (*HolderRecord) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{29}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *HolderRecord) GetNamespaceName() string {
@@ -2325,7 +2675,7 @@ type MemberRecord struct {
 
 func (x *MemberRecord) Reset() {
 	*x = MemberRecord{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[30]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2337,7 +2687,7 @@ func (x *MemberRecord) String() string {
 func (*MemberRecord) ProtoMessage() {}
 
 func (x *MemberRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[30]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2350,7 +2700,7 @@ func (x *MemberRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberRecord.ProtoReflect.Descriptor instead.
 func (*MemberRecord) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{30}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MemberRecord) GetNodeId() string {
@@ -2378,7 +2728,7 @@ var File_grackle_fsm_v1_command_proto protoreflect.FileDescriptor
 
 const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1cgrackle/fsm/v1/command.proto\x12\x0egrackle.fsm.v1\"\xf4\v\n" +
+	"\x1cgrackle/fsm/v1/command.proto\x12\x0egrackle.fsm.v1\"\xf3\r\n" +
 	"\aCommand\x12\x10\n" +
 	"\x03now\x18\x01 \x01(\x03R\x03now\x12\x1c\n" +
 	"\tskippable\x18\x02 \x01(\bR\tskippable\x12L\n" +
@@ -2405,8 +2755,14 @@ const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\x05batch\x18( \x01(\v2\x15.grackle.fsm.v1.BatchH\x00R\x05batch\x12C\n" +
 	"\racl_bootstrap\x18) \x01(\v2\x1c.grackle.fsm.v1.AclBootstrapH\x00R\faclBootstrap\x12J\n" +
 	"\x10acl_create_token\x18* \x01(\v2\x1e.grackle.fsm.v1.AclCreateTokenH\x00R\x0eaclCreateToken\x12J\n" +
-	"\x10acl_revoke_token\x18+ \x01(\v2\x1e.grackle.fsm.v1.AclRevokeTokenH\x00R\x0eaclRevokeToken\x12-\n" +
-	"\x06grants\x18\x03 \x03(\v2\x15.grackle.fsm.v1.GrantR\x06grantsB\x04\n" +
+	"\x10acl_revoke_token\x18+ \x01(\v2\x1e.grackle.fsm.v1.AclRevokeTokenH\x00R\x0eaclRevokeToken\x12@\n" +
+	"\facquire_lock\x18, \x01(\v2\x1b.grackle.fsm.v1.AcquireLockH\x00R\vacquireLock\x12@\n" +
+	"\frelease_lock\x18- \x01(\v2\x1b.grackle.fsm.v1.ReleaseLockH\x00R\vreleaseLock\x12=\n" +
+	"\vdelete_lock\x18. \x01(\v2\x1a.grackle.fsm.v1.DeleteLockH\x00R\n" +
+	"deleteLock\x12-\n" +
+	"\x06grants\x18\x03 \x03(\v2\x15.grackle.fsm.v1.GrantR\x06grants\x12:\n" +
+	"\vlock_grants\x18\x04 \x03(\v2\x19.grackle.fsm.v1.LockGrantR\n" +
+	"lockGrantsB\x04\n" +
 	"\x02op\"\xcf\x01\n" +
 	"\x0fCreateNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -2462,14 +2818,18 @@ const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\aRelease\x12%\n" +
 	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12%\n" +
 	"\x0esemaphore_name\x18\x02 \x01(\tR\rsemaphoreName\x12\x19\n" +
-	"\blease_id\x18\x03 \x01(\tR\aleaseId\"\x8f\x01\n" +
+	"\blease_id\x18\x03 \x01(\tR\aleaseId\"\x93\x02\n" +
 	"\vCreateLease\x12%\n" +
 	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1d\n" +
 	"\n" +
 	"process_id\x18\x03 \x01(\tR\tprocessId\x12\x1f\n" +
 	"\vttl_seconds\x18\x04 \x01(\x03R\n" +
-	"ttlSeconds\"q\n" +
+	"ttlSeconds\x12E\n" +
+	"\bmetadata\x18\x05 \x03(\v2).grackle.fsm.v1.CreateLease.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"q\n" +
 	"\fRefreshLease\x12%\n" +
 	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1f\n" +
@@ -2488,7 +2848,7 @@ const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\fgrpc_address\x18\x03 \x01(\tR\vgrpcAddress\x12\x14\n" +
 	"\x05voter\x18\x04 \x01(\bR\x05voter\"'\n" +
 	"\fRemoveMember\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\xb0\x02\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\xda\x03\n" +
 	"\tSetLimits\x12%\n" +
 	"\x0emax_namespaces\x18\x01 \x01(\x03R\rmaxNamespaces\x12?\n" +
 	"\x1cmax_semaphores_per_namespace\x18\x02 \x01(\x03R\x19maxSemaphoresPerNamespace\x127\n" +
@@ -2496,7 +2856,10 @@ const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\x19max_holders_per_semaphore\x18\x04 \x01(\x03R\x16maxHoldersPerSemaphore\x12\x1f\n" +
 	"\vmax_permits\x18\x05 \x01(\x03R\n" +
 	"maxPermits\x12&\n" +
-	"\x0fmax_ttl_seconds\x18\x06 \x01(\x03R\rmaxTtlSeconds\"\x06\n" +
+	"\x0fmax_ttl_seconds\x18\x06 \x01(\x03R\rmaxTtlSeconds\x125\n" +
+	"\x17max_locks_per_namespace\x18\a \x01(\x03R\x14maxLocksPerNamespace\x12@\n" +
+	"\x1dmax_lock_leases_per_namespace\x18\b \x01(\x03R\x19maxLockLeasesPerNamespace\x12/\n" +
+	"\x14max_holders_per_lock\x18\t \x01(\x03R\x11maxHoldersPerLock\"\x06\n" +
 	"\x04Noop\"#\n" +
 	"\x05Batch\x12\x1a\n" +
 	"\bcommands\x18\x01 \x03(\fR\bcommands\"\x93\x01\n" +
@@ -2511,7 +2874,27 @@ const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\x0eAclCreateToken\x12.\n" +
 	"\x05token\x18\x01 \x01(\v2\x18.grackle.fsm.v1.AclTokenR\x05token\" \n" +
 	"\x0eAclRevokeToken\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xf8\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x8a\x02\n" +
+	"\tLockGrant\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x1b\n" +
+	"\tlock_name\x18\x02 \x01(\tR\blockName\x12\x19\n" +
+	"\blease_id\x18\x03 \x01(\tR\aleaseId\x12\x1c\n" +
+	"\texclusive\x18\x04 \x01(\bR\texclusive\x12C\n" +
+	"\bmetadata\x18\x05 \x03(\v2'.grackle.fsm.v1.LockGrant.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"V\n" +
+	"\vAcquireLock\x12/\n" +
+	"\x05grant\x18\x01 \x01(\v2\x19.grackle.fsm.v1.LockGrantR\x05grant\x12\x16\n" +
+	"\x06queued\x18\x02 \x01(\bR\x06queued\"l\n" +
+	"\vReleaseLock\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x1b\n" +
+	"\tlock_name\x18\x02 \x01(\tR\blockName\x12\x19\n" +
+	"\blease_id\x18\x03 \x01(\tR\aleaseId\"P\n" +
+	"\n" +
+	"DeleteLock\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x1b\n" +
+	"\tlock_name\x18\x02 \x01(\tR\blockName\"\xf8\x01\n" +
 	"\fSnapshotMeta\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\rR\x06format\x12\x19\n" +
 	"\blast_now\x18\x02 \x01(\x03R\alastNow\x12\x1d\n" +
@@ -2552,7 +2935,7 @@ const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\x10last_activity_at\x18\t \x01(\x03R\x0elastActivityAt\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcd\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd1\x02\n" +
 	"\vLeaseRecord\x12%\n" +
 	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1d\n" +
@@ -2563,7 +2946,11 @@ const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x05 \x01(\x03R\tcreatedAt\x12\x1d\n" +
 	"\n" +
-	"expires_at\x18\x06 \x01(\x03R\texpiresAt\"\xe8\x02\n" +
+	"expires_at\x18\x06 \x01(\x03R\texpiresAt\x12E\n" +
+	"\bmetadata\x18\a \x03(\v2).grackle.fsm.v1.LeaseRecord.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe8\x02\n" +
 	"\fHolderRecord\x12%\n" +
 	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12%\n" +
 	"\x0esemaphore_name\x18\x02 \x01(\tR\rsemaphoreName\x12\x10\n" +
@@ -2593,7 +2980,7 @@ func file_grackle_fsm_v1_command_proto_rawDescGZIP() []byte {
 	return file_grackle_fsm_v1_command_proto_rawDescData
 }
 
-var file_grackle_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_grackle_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_grackle_fsm_v1_command_proto_goTypes = []any{
 	(*Command)(nil),         // 0: grackle.fsm.v1.Command
 	(*CreateNamespace)(nil), // 1: grackle.fsm.v1.CreateNamespace
@@ -2619,21 +3006,28 @@ var file_grackle_fsm_v1_command_proto_goTypes = []any{
 	(*AclBootstrap)(nil),    // 21: grackle.fsm.v1.AclBootstrap
 	(*AclCreateToken)(nil),  // 22: grackle.fsm.v1.AclCreateToken
 	(*AclRevokeToken)(nil),  // 23: grackle.fsm.v1.AclRevokeToken
-	(*SnapshotMeta)(nil),    // 24: grackle.fsm.v1.SnapshotMeta
-	(*TokenRecord)(nil),     // 25: grackle.fsm.v1.TokenRecord
-	(*NamespaceRecord)(nil), // 26: grackle.fsm.v1.NamespaceRecord
-	(*SemaphoreRecord)(nil), // 27: grackle.fsm.v1.SemaphoreRecord
-	(*LeaseRecord)(nil),     // 28: grackle.fsm.v1.LeaseRecord
-	(*HolderRecord)(nil),    // 29: grackle.fsm.v1.HolderRecord
-	(*MemberRecord)(nil),    // 30: grackle.fsm.v1.MemberRecord
-	nil,                     // 31: grackle.fsm.v1.CreateNamespace.MetadataEntry
-	nil,                     // 32: grackle.fsm.v1.UpdateNamespace.MetadataEntry
-	nil,                     // 33: grackle.fsm.v1.CreateSemaphore.MetadataEntry
-	nil,                     // 34: grackle.fsm.v1.UpdateSemaphore.MetadataEntry
-	nil,                     // 35: grackle.fsm.v1.Grant.MetadataEntry
-	nil,                     // 36: grackle.fsm.v1.NamespaceRecord.MetadataEntry
-	nil,                     // 37: grackle.fsm.v1.SemaphoreRecord.MetadataEntry
-	nil,                     // 38: grackle.fsm.v1.HolderRecord.MetadataEntry
+	(*LockGrant)(nil),       // 24: grackle.fsm.v1.LockGrant
+	(*AcquireLock)(nil),     // 25: grackle.fsm.v1.AcquireLock
+	(*ReleaseLock)(nil),     // 26: grackle.fsm.v1.ReleaseLock
+	(*DeleteLock)(nil),      // 27: grackle.fsm.v1.DeleteLock
+	(*SnapshotMeta)(nil),    // 28: grackle.fsm.v1.SnapshotMeta
+	(*TokenRecord)(nil),     // 29: grackle.fsm.v1.TokenRecord
+	(*NamespaceRecord)(nil), // 30: grackle.fsm.v1.NamespaceRecord
+	(*SemaphoreRecord)(nil), // 31: grackle.fsm.v1.SemaphoreRecord
+	(*LeaseRecord)(nil),     // 32: grackle.fsm.v1.LeaseRecord
+	(*HolderRecord)(nil),    // 33: grackle.fsm.v1.HolderRecord
+	(*MemberRecord)(nil),    // 34: grackle.fsm.v1.MemberRecord
+	nil,                     // 35: grackle.fsm.v1.CreateNamespace.MetadataEntry
+	nil,                     // 36: grackle.fsm.v1.UpdateNamespace.MetadataEntry
+	nil,                     // 37: grackle.fsm.v1.CreateSemaphore.MetadataEntry
+	nil,                     // 38: grackle.fsm.v1.UpdateSemaphore.MetadataEntry
+	nil,                     // 39: grackle.fsm.v1.Grant.MetadataEntry
+	nil,                     // 40: grackle.fsm.v1.CreateLease.MetadataEntry
+	nil,                     // 41: grackle.fsm.v1.LockGrant.MetadataEntry
+	nil,                     // 42: grackle.fsm.v1.NamespaceRecord.MetadataEntry
+	nil,                     // 43: grackle.fsm.v1.SemaphoreRecord.MetadataEntry
+	nil,                     // 44: grackle.fsm.v1.LeaseRecord.MetadataEntry
+	nil,                     // 45: grackle.fsm.v1.HolderRecord.MetadataEntry
 }
 var file_grackle_fsm_v1_command_proto_depIdxs = []int32{
 	1,  // 0: grackle.fsm.v1.Command.create_namespace:type_name -> grackle.fsm.v1.CreateNamespace
@@ -2657,25 +3051,33 @@ var file_grackle_fsm_v1_command_proto_depIdxs = []int32{
 	21, // 18: grackle.fsm.v1.Command.acl_bootstrap:type_name -> grackle.fsm.v1.AclBootstrap
 	22, // 19: grackle.fsm.v1.Command.acl_create_token:type_name -> grackle.fsm.v1.AclCreateToken
 	23, // 20: grackle.fsm.v1.Command.acl_revoke_token:type_name -> grackle.fsm.v1.AclRevokeToken
-	7,  // 21: grackle.fsm.v1.Command.grants:type_name -> grackle.fsm.v1.Grant
-	31, // 22: grackle.fsm.v1.CreateNamespace.metadata:type_name -> grackle.fsm.v1.CreateNamespace.MetadataEntry
-	32, // 23: grackle.fsm.v1.UpdateNamespace.metadata:type_name -> grackle.fsm.v1.UpdateNamespace.MetadataEntry
-	33, // 24: grackle.fsm.v1.CreateSemaphore.metadata:type_name -> grackle.fsm.v1.CreateSemaphore.MetadataEntry
-	34, // 25: grackle.fsm.v1.UpdateSemaphore.metadata:type_name -> grackle.fsm.v1.UpdateSemaphore.MetadataEntry
-	35, // 26: grackle.fsm.v1.Grant.metadata:type_name -> grackle.fsm.v1.Grant.MetadataEntry
-	7,  // 27: grackle.fsm.v1.Acquire.grant:type_name -> grackle.fsm.v1.Grant
-	20, // 28: grackle.fsm.v1.AclBootstrap.token:type_name -> grackle.fsm.v1.AclToken
-	20, // 29: grackle.fsm.v1.AclCreateToken.token:type_name -> grackle.fsm.v1.AclToken
-	17, // 30: grackle.fsm.v1.SnapshotMeta.limits:type_name -> grackle.fsm.v1.SetLimits
-	20, // 31: grackle.fsm.v1.TokenRecord.token:type_name -> grackle.fsm.v1.AclToken
-	36, // 32: grackle.fsm.v1.NamespaceRecord.metadata:type_name -> grackle.fsm.v1.NamespaceRecord.MetadataEntry
-	37, // 33: grackle.fsm.v1.SemaphoreRecord.metadata:type_name -> grackle.fsm.v1.SemaphoreRecord.MetadataEntry
-	38, // 34: grackle.fsm.v1.HolderRecord.metadata:type_name -> grackle.fsm.v1.HolderRecord.MetadataEntry
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	25, // 21: grackle.fsm.v1.Command.acquire_lock:type_name -> grackle.fsm.v1.AcquireLock
+	26, // 22: grackle.fsm.v1.Command.release_lock:type_name -> grackle.fsm.v1.ReleaseLock
+	27, // 23: grackle.fsm.v1.Command.delete_lock:type_name -> grackle.fsm.v1.DeleteLock
+	7,  // 24: grackle.fsm.v1.Command.grants:type_name -> grackle.fsm.v1.Grant
+	24, // 25: grackle.fsm.v1.Command.lock_grants:type_name -> grackle.fsm.v1.LockGrant
+	35, // 26: grackle.fsm.v1.CreateNamespace.metadata:type_name -> grackle.fsm.v1.CreateNamespace.MetadataEntry
+	36, // 27: grackle.fsm.v1.UpdateNamespace.metadata:type_name -> grackle.fsm.v1.UpdateNamespace.MetadataEntry
+	37, // 28: grackle.fsm.v1.CreateSemaphore.metadata:type_name -> grackle.fsm.v1.CreateSemaphore.MetadataEntry
+	38, // 29: grackle.fsm.v1.UpdateSemaphore.metadata:type_name -> grackle.fsm.v1.UpdateSemaphore.MetadataEntry
+	39, // 30: grackle.fsm.v1.Grant.metadata:type_name -> grackle.fsm.v1.Grant.MetadataEntry
+	7,  // 31: grackle.fsm.v1.Acquire.grant:type_name -> grackle.fsm.v1.Grant
+	40, // 32: grackle.fsm.v1.CreateLease.metadata:type_name -> grackle.fsm.v1.CreateLease.MetadataEntry
+	20, // 33: grackle.fsm.v1.AclBootstrap.token:type_name -> grackle.fsm.v1.AclToken
+	20, // 34: grackle.fsm.v1.AclCreateToken.token:type_name -> grackle.fsm.v1.AclToken
+	41, // 35: grackle.fsm.v1.LockGrant.metadata:type_name -> grackle.fsm.v1.LockGrant.MetadataEntry
+	24, // 36: grackle.fsm.v1.AcquireLock.grant:type_name -> grackle.fsm.v1.LockGrant
+	17, // 37: grackle.fsm.v1.SnapshotMeta.limits:type_name -> grackle.fsm.v1.SetLimits
+	20, // 38: grackle.fsm.v1.TokenRecord.token:type_name -> grackle.fsm.v1.AclToken
+	42, // 39: grackle.fsm.v1.NamespaceRecord.metadata:type_name -> grackle.fsm.v1.NamespaceRecord.MetadataEntry
+	43, // 40: grackle.fsm.v1.SemaphoreRecord.metadata:type_name -> grackle.fsm.v1.SemaphoreRecord.MetadataEntry
+	44, // 41: grackle.fsm.v1.LeaseRecord.metadata:type_name -> grackle.fsm.v1.LeaseRecord.MetadataEntry
+	45, // 42: grackle.fsm.v1.HolderRecord.metadata:type_name -> grackle.fsm.v1.HolderRecord.MetadataEntry
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_grackle_fsm_v1_command_proto_init() }
@@ -2705,6 +3107,9 @@ func file_grackle_fsm_v1_command_proto_init() {
 		(*Command_AclBootstrap)(nil),
 		(*Command_AclCreateToken)(nil),
 		(*Command_AclRevokeToken)(nil),
+		(*Command_AcquireLock)(nil),
+		(*Command_ReleaseLock)(nil),
+		(*Command_DeleteLock)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2712,7 +3117,7 @@ func file_grackle_fsm_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grackle_fsm_v1_command_proto_rawDesc), len(file_grackle_fsm_v1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
