@@ -352,11 +352,11 @@ func (s *state) conflict(q lockAsk, changes []LockChange, names bool) (pb.Conten
 		}
 	}
 	if c.excl > 0 || (q.excl && c.shared > 0) {
-		if !names {
-			return min(reason, pb.ContentionReason_CONTENTION_REASON_DESCENDANT), nil
-		}
 		if reason == pb.ContentionReason_CONTENTION_REASON_UNSPECIFIED {
 			reason = pb.ContentionReason_CONTENTION_REASON_DESCENDANT
+		}
+		if !names {
+			return reason, nil
 		}
 		p := q.name + "/"
 		scanned := 0

@@ -59,7 +59,8 @@ func (a *applier) tryLock(g *fsmpb.LockGrant, queued bool) (*lockHold, *Error) {
 		old = li.locks[i]
 	}
 	// A re-acquire in the same mode and a downgrade never wait: neither
-	// can conflict with anyone.
+	// can conflict with anyone. (A request covered by an ancestor's hold
+	// of the lease is never queued by the leader: LockCovered.)
 	keeps := old != nil && (old.excl == g.Exclusive || old.excl)
 	if queued && !keeps {
 		a.res.LockReason = pb.ContentionReason_CONTENTION_REASON_QUEUE
