@@ -275,8 +275,7 @@ async function loadLocks(ns) {
     });
   }
   fill($('locks'), rows, 7, prefix ? 'no lock held under ' + prefix : 'no lock is held');
-  $('locks-note').textContent = (r.locks.length ? r.locks.length + ' held' : '') +
-    (r.next_pagination_token ? ' (the first ' + r.locks.length + ' by name: narrow with a prefix)' : '');
+  $('locks-count').textContent = '(' + r.locks.length + (r.next_pagination_token ? ' shown, the first by name: narrow with a prefix' : '') + ')';
 }
 
 let prefixTimer = null;
@@ -405,7 +404,12 @@ function showState(m, note) {
 }
 
 function startLockWatch(ns, lock) {
-  $('lock-name').textContent = lock;
+  // The name as a path: each ancestor links to its own lock.
+  const seg = lock.split('/');
+  $('lock-name').replaceChildren(...seg.flatMap((s, i) => {
+    const part = i === seg.length - 1 ? el('span', {}, s) : el('a', { href: lockHref(ns, seg.slice(0, i + 1).join('/')) }, s);
+    return i ? ['/', part] : [part];
+  }));
   let note = '', holdersKey = null;
   follow('/ui/api/namespaces/' + encodeURIComponent(ns) + '/lock-watch/' + lock.split('/').map(encodeURIComponent).join('/'), 'lock', {
     badge: 'lock-live',
