@@ -191,20 +191,30 @@ async function loadNamespace(ns) {
   const proc = $('proc-filter').value.trim();
   const q = proc ? '?process_id=' + encodeURIComponent(proc) : '';
   const base = 'namespaces/' + encodeURIComponent(ns);
-  const [sems, leases, lockLeases] = await Promise.all([
+  // Each table stands alone: one that fails (say, a leader of an older
+  // version that has no locks yet) leaves the others shown.
+  const [sems, leases, lockLeases] = await Promise.allSettled([
     api(base + '/semaphores'), api(base + '/leases' + q), api(base + '/lock-leases' + q),
   ]);
-  fill($('semaphores'), sems.semaphores.map((s) => {
+  const none = proc ? 'no live lease of this process' : 'no live leases';
+  const failed = [];
+  const show = (res, tbody, cols, rows, empty) => {
+    if (res.status === 'fulfilled') return fill(tbody, rows(res.value), cols, empty);
+    if (res.reason instanceof AuthError) throw res.reason;
+    failed.push(res.reason.message);
+    fill(tbody, [], cols, 'cannot read: ' + res.reason.message);
+  };
+  show(sems, $('semaphores'), 5, (r) => r.semaphores.map((s) => {
     const used = Number(s.active_holds), permits = Number(s.permits);
     const bar0 = el('td', {}, bar(used, permits));
     return el('tr', { 'data-sem': s.name },
       el('td', {}, el('a', { href: href(ns, s.name) }, s.name)),
       el('td', { class: 'num' }, used + ' / ' + (permits - used) + ' of ' + permits), bar0,
       el('td', { class: 'num' }, s.active_holders_count), el('td', {}, s.description));
-  }), 5, 'no semaphores');
-  const none = proc ? 'no live lease of this process' : 'no live leases';
-  fill($('leases'), leaseRows(leases.leases), 4, none);
-  fill($('lock-leases'), leaseRows(lockLeases.leases), 4, none);
+  }), 'no semaphores');
+  show(leases, $('leases'), 4, (r) => leaseRows(r.leases), none);
+  show(lockLeases, $('lock-leases'), 4, (r) => leaseRows(r.leases), none);
+  if (failed.length) throw new Error(failed.join('; '));
 }
 
 $('proc-filter').addEventListener('input', () => { if (view.ns) loadNamespace(view.ns).catch((e) => showError(e.message)); });
