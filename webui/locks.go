@@ -140,12 +140,13 @@ func watchLock(ctx context.Context, be Backend, req *pb.WatchLockRequest) <-chan
 						continue // an older view than one already sent
 					}
 					last = m.RaftIndex
-					if !offerLatest(ctx, out, lockUpdate{state: m, resumed: resumed && m.Initial}) {
+					// Every message is the whole state, so the first one
+					// sent from a reopened stream is the resume, even when
+					// its initial message was skipped as older.
+					if !offerLatest(ctx, out, lockUpdate{state: m, resumed: resumed}) {
 						return
 					}
-					if m.Initial {
-						resumed = false
-					}
+					resumed = false
 				}
 			}
 			if ctx.Err() != nil {
