@@ -246,34 +246,64 @@ func TestLocksPageLive(t *testing.T) {
 	do("the second shared holder", chromedp.WaitVisible(chromedp.CSS(`#lock-holders tr[data-lease="`+c3+`"][data-mode="shared"]`)))
 
 	// An exclusive request queues behind the shared holders, and a shared
-	// one behind it (no writer starvation): the queue, in order.
+	// one behind it (no writer starvation); then a shared holder asks for
+	// exclusive: its upgrade waits at the head. The queue, in order.
 	d, e := lease("host-4/pid-400"), lease("host-5/pid-500")
 	granted := wait("orders/us/7", d, true)
 	do("the waiter", chromedp.WaitVisible(chromedp.CSS(`#lock-waiters tr[data-position="1"][data-process="host-4/pid-400"][data-mode="exclusive"]`)))
 	wait("orders/us/7", e, false)
 	do("the second waiter", chromedp.WaitVisible(chromedp.CSS(`#lock-waiters tr[data-position="2"][data-process="host-5/pid-500"][data-mode="shared"]`)))
-	if n := text(`#lock-waiters-count`); n != "(2)" {
+	upgraded := wait("orders/us/7", b, true)
+	do("the upgrade at the head", chromedp.WaitVisible(chromedp.CSS(`#lock-waiters tr[data-position="1"][data-lease="`+b+`"][data-mode="exclusive"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#lock-waiters tr[data-position="3"][data-process="host-5/pid-500"]`)))
+	if row := text(`#lock-waiters tr[data-position="1"]`); !strings.Contains(row, "upgrade") {
+		t.Fatalf("head of the queue %q does not say upgrade", row)
+	}
+	if n := text(`#lock-waiters-count`); n != "(3)" {
 		t.Fatalf("waiters count %q", n)
 	}
 	screenshot(t, bctx, "GRACKLE_UI_LOCKS_SCREENSHOT")
 
-	// Both shared holders release: the exclusive head is granted, the
-	// shared waiter moves to the head.
-	for _, l := range []string{b, c3} {
+	grantOf := func(what string, ch <-chan *pb.AcquireLockResponse) *pb.LockHolder {
+		t.Helper()
+		select {
+		case r := <-ch:
+			if r.Outcome != pb.AcquireOutcome_ACQUIRE_OUTCOME_ACQUIRED {
+				t.Fatalf("%s: %v", what, r.Outcome)
+			}
+			return r.Holder
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: not granted within 30 s", what)
+		}
+		return nil
+	}
+	release := func(l string) {
 		ok[*pb.ReleaseLockResponse](t)(api.ReleaseLock(ctx, &pb.ReleaseLockRequest{NamespaceName: ns, LockName: "orders/us/7", LeaseId: l}))
 	}
-	var grant *pb.AcquireLockResponse
-	select {
-	case grant = <-granted:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the exclusive waiter was not granted within 30 s of the releases")
+
+	// The other shared holder releases: the upgrade is granted, the
+	// others move up.
+	release(c3)
+	up := grantOf("the upgrade", upgraded)
+	do("the upgraded holder", chromedp.WaitVisible(chromedp.CSS(`#lock-holders tr[data-lease="`+b+`"][data-mode="exclusive"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#lock-holders tr[data-lease="`+c3+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#lock-waiters tr[data-position="1"][data-process="host-4/pid-400"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#lock-waiters tr[data-position="3"]`)))
+	if row := text(`#lock-holders tr[data-lease="` + b + `"]`); !strings.Contains(row, fmt.Sprint(up.FencingToken)) {
+		t.Fatalf("holder row %q lacks the upgrade's fencing token %d", row, up.FencingToken)
 	}
+
+	// It releases: the exclusive head is granted, the shared waiter moves
+	// to the head.
+	release(b)
+	grant := grantOf("the exclusive waiter", granted)
 	do("the head granted", chromedp.WaitVisible(chromedp.CSS(`#lock-holders tr[data-lease="`+d+`"][data-mode="exclusive"]`)),
 		chromedp.WaitNotPresent(chromedp.CSS(`#lock-holders tr[data-lease="`+b+`"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#lock-waiters tr[data-position="1"][data-process="host-5/pid-500"]`)),
-		chromedp.WaitNotPresent(chromedp.CSS(`#lock-waiters tr[data-position="2"]`)))
-	if row := text(`#lock-holders tr[data-lease="` + d + `"]`); !strings.Contains(row, fmt.Sprint(grant.Holder.GetFencingToken())) {
-		t.Fatalf("holder row %q lacks the grant's fencing token %d", row, grant.Holder.GetFencingToken())
+		chromedp.WaitNotPresent(chromedp.CSS(`#lock-waiters tr[data-position="2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#locks tr[data-lock="orders/us/7"][data-lease="`+d+`"]`)))
+	if row := text(`#lock-holders tr[data-lease="` + d + `"]`); !strings.Contains(row, fmt.Sprint(grant.FencingToken)) || grant.FencingToken <= up.FencingToken {
+		t.Fatalf("holder row %q, fencing token %d after the upgrade's %d", row, grant.FencingToken, up.FencingToken)
 	}
 	if st := text(`#lock-state`); !strings.HasPrefix(st, "exclusive, locked since") {
 		t.Fatalf("lock state line %q", st)

@@ -69,7 +69,7 @@ func TestLockWatchAcrossLeaderChange(t *testing.T) {
 			&pb.CreateLockLeaseRequest{NamespaceName: ns, ProcessId: proc, TtlSeconds: 300})).Lease.LeaseId
 	}
 	a, b := lease("host-1"), lease("host-2")
-	ok[*pb.AcquireLockResponse](t)(api.AcquireLock(ctx, &pb.AcquireLockRequest{NamespaceName: ns, LockName: lock, LeaseId: a}))
+	ok[*pb.AcquireLockResponse](t)(api.AcquireLock(ctx, &pb.AcquireLockRequest{NamespaceName: ns, LockName: lock, LeaseId: a, Exclusive: true}))
 
 	// The page is served by a node that does not lead (its client follows
 	// the leader), so the watch is relayed from elsewhere.
@@ -126,7 +126,7 @@ func TestLockWatchAcrossLeaderChange(t *testing.T) {
 	// Released on the new leader and taken by b: the stream shows it.
 	nl := c.Client(c.WaitLeader())
 	ok[*pb.ReleaseLockResponse](t)(nl.ReleaseLock(ctx, &pb.ReleaseLockRequest{NamespaceName: ns, LockName: lock, LeaseId: a}))
-	ok[*pb.AcquireLockResponse](t)(nl.AcquireLock(ctx, &pb.AcquireLockRequest{NamespaceName: ns, LockName: lock, LeaseId: b}))
+	ok[*pb.AcquireLockResponse](t)(nl.AcquireLock(ctx, &pb.AcquireLockRequest{NamespaceName: ns, LockName: lock, LeaseId: b, Exclusive: true}))
 	for {
 		_, m := next("b's grant")
 		if m != nil && len(m.Lock.Holders) == 1 && m.Lock.Holders[0].LeaseId == b {

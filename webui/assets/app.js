@@ -54,6 +54,16 @@ function when(ns) {
   return new Date(ms).toISOString().replace('T', ' ').slice(0, 19) + ' (' + rel + ')';
 }
 
+// whenCell is a table cell with the time of day and how long ago (or
+// until), the full date in its tooltip: the lock tables are wide already
+// (lease ids are long).
+function whenCell(ns) {
+  if (!ns || ns === '0') return el('td', {}, '-');
+  const full = when(ns);
+  const day = full.slice(0, 10) === new Date().toISOString().slice(0, 10);
+  return el('td', { title: full }, day ? full.slice(11) : full);
+}
+
 function human(s) {
   if (s < 60) return Math.round(s) + 's';
   if (s < 3600) return Math.round(s / 60) + 'm';
@@ -280,7 +290,7 @@ async function loadLocks(ns) {
       const tr = el('tr', { 'data-lock': node.name, 'data-lease': h.lease_id, class: cls });
       if (i === 0) tr.append(lockCell(ns, node, holders.length));
       tr.append(el('td', {}, MODE[!!h.exclusive]), el('td', {}, h.process_id), el('td', {}, h.lease_id),
-        el('td', { class: 'num' }, h.fencing_token), el('td', {}, when(h.locked_at)), el('td', {}, when(h.expires_at)));
+        el('td', { class: 'num' }, h.fencing_token), whenCell(h.locked_at), whenCell(h.expires_at));
       rows.push(tr);
     });
   }
@@ -456,7 +466,7 @@ function showLockState(ns, lock, m, note) {
   $('lock-holders-count').textContent = '(' + holders.length + ')';
   fill($('lock-holders'), holders.map((h) => el('tr', { 'data-process': h.process_id, 'data-lease': h.lease_id, 'data-mode': MODE[!!h.exclusive] },
     el('td', {}, MODE[!!h.exclusive]), el('td', {}, h.process_id), el('td', {}, h.lease_id), el('td', { class: 'num' }, h.fencing_token),
-    el('td', {}, when(h.locked_at)), el('td', {}, when(h.expires_at)))), 6, 'nobody holds it');
+    whenCell(h.locked_at), whenCell(h.expires_at))), 6, 'nobody holds it');
   showLockWaiters(m.waiters, Number(m.waiters_count));
   // A watch message carries the head of a long queue only: read the rest.
   if (m.waiters.length < Number(m.waiters_count) && !waitersReading) {
@@ -472,7 +482,7 @@ function showLockWaiters(waiters, count) {
   $('lock-waiters-count').textContent = '(' + count + (waiters.length < count ? ', showing ' + waiters.length : '') + ')';
   fill($('lock-waiters'), waiters.map((w) => el('tr', { 'data-process': w.process_id, 'data-lease': w.lease_id, 'data-position': w.position, 'data-mode': MODE[!!w.exclusive] },
     el('td', { class: 'num' }, w.position), el('td', {}, MODE[!!w.exclusive]), el('td', {}, w.upgrade ? 'upgrade' : ''),
-    el('td', {}, w.process_id), el('td', {}, w.lease_id), el('td', {}, when(w.waiting_since)), el('td', {}, when(w.deadline)))), 7, 'nobody waits');
+    el('td', {}, w.process_id), el('td', {}, w.lease_id), whenCell(w.waiting_since), whenCell(w.deadline))), 7, 'nobody waits');
 }
 
 route();
