@@ -452,6 +452,7 @@ function startLockWatch(ns, lock) {
 }
 
 let waitersReading = false;
+const WATCH_MAX = 1000;
 
 function showLockState(ns, lock, m, note) {
   const l = m.lock;
@@ -463,7 +464,9 @@ function showLockState(ns, lock, m, note) {
   $('lock-state').textContent = line;
   $('lock-index').textContent = indexText(m, note);
   $('lock').dataset.index = m.raft_index;
-  $('lock-holders-count').textContent = '(' + holders.length + ')';
+  // A watch message carries at most WATCH_MAX holders (a shared lock may
+  // have more), and no count of them.
+  $('lock-holders-count').textContent = '(' + (holders.length >= WATCH_MAX ? 'the first ' + holders.length : holders.length) + ')';
   fill($('lock-holders'), holders.map((h) => el('tr', { 'data-process': h.process_id, 'data-lease': h.lease_id, 'data-mode': MODE[!!h.exclusive] },
     el('td', {}, MODE[!!h.exclusive]), el('td', {}, h.process_id), el('td', {}, h.lease_id), el('td', { class: 'num' }, h.fencing_token),
     whenCell(h.locked_at), whenCell(h.expires_at))), 6, 'nobody holds it');
