@@ -128,12 +128,12 @@ func (f *FSM) LockCovered(ns, name, lease string, excl bool) bool {
 	s, done := f.read()
 	defer done()
 	li := s.identOf(ns, lease)
-	if li == nil || len(li.locks) == 0 {
+	if li == nil || li.lockCount() == 0 {
 		return false
 	}
 	covers := func(n string) bool {
-		i, ok := li.findLock(n)
-		return ok && (li.locks[i].excl || !excl)
+		h := li.lockOf(n)
+		return h != nil && (h.excl || !excl)
 	}
 	if covers(name) {
 		return true
@@ -151,8 +151,9 @@ func (f *FSM) LeaseLocks(ns, lease string) []string {
 	if li == nil {
 		return nil
 	}
-	out := make([]string, len(li.locks))
-	for i, h := range li.locks {
+	hs := li.lockList()
+	out := make([]string, len(hs))
+	for i, h := range hs {
 		out[i] = h.name
 	}
 	return out
