@@ -119,10 +119,9 @@ func (li *leaseIdent) dropLock(name string) {
 	if li.locks == nil {
 		return
 	}
+	// An emptied tree is kept: a lease that takes and releases one lock
+	// in a loop does not allocate a tree each time.
 	li.locks.Delete(&lockHold{name: name})
-	if li.locks.Len() == 0 {
-		li.locks = nil
-	}
 }
 
 // lockCount is the number of locks the lease holds.
