@@ -177,7 +177,7 @@ func (l *Lock) acquire(ctx context.Context, mode LockMode, blocking bool, opts [
 		f(&o)
 	}
 	if err := l.lockCtx(ctx); err != nil {
-		return nil, l.ctxErr(ctx, mode, nil)
+		return nil, l.ctxErr(ctx, mode, nil, nil)
 	}
 	defer l.unlock()
 
@@ -190,6 +190,9 @@ func (l *Lock) acquire(ctx context.Context, mode LockMode, blocking bool, opts [
 	}()
 
 	heldBefore := l.held
+	// last is the last not-acquired answer: when the deadline cuts the
+	// final call short, its reason is still the best account of the wait.
+	var last *pb.AcquireLockResponse
 	req := &pb.AcquireLockRequest{NamespaceName: s.ns, LockName: l.name, LeaseId: s.leaseID, Exclusive: mode == Exclusive, Metadata: o.metadata}
 	for {
 		var resp *pb.AcquireLockResponse
@@ -216,17 +219,18 @@ func (l *Lock) acquire(ctx context.Context, mode LockMode, blocking bool, opts [
 				case s.ctx.Err() != nil:
 					return nil, s.Err()
 				case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
-					return nil, l.ctxErr(ctx, mode, nil)
+					return nil, l.ctxErr(ctx, mode, nil, nil)
 				case !blocking || waitSeconds(s.c, ctx) < 0:
 					return nil, l.acquireError(mode, resp.Outcome, resp, ErrTimeout, nil)
 				}
+				last = resp
 				continue // time is left: wait again (at the queue's tail)
 			default:
 				return nil, fmt.Errorf("grackle: acquire lock %q: unexpected outcome %v", l.name, resp.Outcome)
 			}
 		}
 		if errors.Is(err, errDeadlineNear) {
-			return nil, l.acquireError(mode, pb.AcquireOutcome_ACQUIRE_OUTCOME_TIMED_OUT, nil, ErrTimeout, context.DeadlineExceeded)
+			return nil, l.acquireError(mode, pb.AcquireOutcome_ACQUIRE_OUTCOME_TIMED_OUT, last, ErrTimeout, context.DeadlineExceeded)
 		}
 		if ambiguous(err) && s.ctx.Err() == nil {
 			switch {
@@ -246,7 +250,7 @@ func (l *Lock) acquire(ctx context.Context, mode LockMode, blocking bool, opts [
 			return nil, s.Err()
 		}
 		if ctx.Err() != nil {
-			return nil, l.ctxErr(ctx, mode, err)
+			return nil, l.ctxErr(ctx, mode, last, err)
 		}
 		switch {
 		case apierr.LeaseGone(err):
@@ -261,13 +265,14 @@ func (l *Lock) acquire(ctx context.Context, mode LockMode, blocking bool, opts [
 	}
 }
 
-// ctxErr is the error of an acquire whose context ended.
-func (l *Lock) ctxErr(ctx context.Context, mode LockMode, last error) error {
+// ctxErr is the error of an acquire whose context ended; lastResp is the
+// last not-acquired answer (or nil), lastErr the last call's error.
+func (l *Lock) ctxErr(ctx context.Context, mode LockMode, lastResp *pb.AcquireLockResponse, lastErr error) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return l.acquireError(mode, pb.AcquireOutcome_ACQUIRE_OUTCOME_TIMED_OUT, nil, ErrTimeout, ctx.Err())
+		return l.acquireError(mode, pb.AcquireOutcome_ACQUIRE_OUTCOME_TIMED_OUT, lastResp, ErrTimeout, ctx.Err())
 	}
-	if last != nil {
-		return fmt.Errorf("grackle: acquire lock %q: %w (last error: %v)", l.name, ctx.Err(), last)
+	if lastErr != nil {
+		return fmt.Errorf("grackle: acquire lock %q: %w (last error: %v)", l.name, ctx.Err(), lastErr)
 	}
 	return fmt.Errorf("grackle: acquire lock %q: %w", l.name, ctx.Err())
 }
@@ -298,12 +303,13 @@ type LockAcquireError struct {
 	// decided it: a holder of the same lock (PEER), of an ancestor or of a
 	// descendant, or an earlier conflicting request still waiting (QUEUE).
 	// CONTENTION_REASON_UNSPECIFIED when the deadline passed on the
-	// client's side before an answer.
+	// client's side before any answer (when it cut a later call short,
+	// these fields are the last answer's).
 	Reason pb.ContentionReason
 	// BlockingLocks names (up to 50 of) the locks involved.
 	BlockingLocks []string
 	// State is the lock's state as the server last reported it (nil when
-	// the deadline passed on the client's side before an answer).
+	// the deadline passed on the client's side before any answer).
 	State *pb.Lock
 
 	sentinel error // ErrTimeout or ErrWouldBlock
