@@ -451,6 +451,24 @@ func lockQueuePlace(m *pb.WatchLockResponse, lease string) string {
 	return ""
 }
 
+// checkSemaphoreLease refuses a lock lease given as a semaphore command's
+// --lease: the server would answer NotFound, which semaphore acquire would
+// report as a lost lease (exit 4).
+func checkSemaphoreLease(lease string) error {
+	if strings.HasPrefix(lease, lockLeasePrefix) {
+		return usagef("lease: %s is a lock lease; semaphores are held under semaphore leases (%s...: grackle lease create)", lease, semaphoreLeasePrefix)
+	}
+	return nil
+}
+
+// checkSemaphoreLeaseArg is checkSemaphoreLease for a LEASE_ID argument.
+func checkSemaphoreLeaseArg(id string) error {
+	if strings.HasPrefix(id, lockLeasePrefix) {
+		return usagef("LEASE_ID: %s is a lock lease (see grackle lock lease); semaphore leases start with %s", id, semaphoreLeasePrefix)
+	}
+	return nil
+}
+
 // ---- lock leases ----
 
 func (a *app) lockLeaseCmd() *cobra.Command {
