@@ -20,6 +20,9 @@
 //     however the function ends (also when it panics);
 //   - WithLease and Session.Orphan: resume an existing lease after a
 //     restart, and leave one without revoking it (hand-over);
+//   - LockSession (NewLockSession), Lock and WithLock: the same for locks,
+//     exclusive or shared on /-separated names, under a lock lease (ll_);
+//     Client.WatchLockState follows a lock;
 //   - Config.Observer: three events per acquire (start, rejected, stop),
 //     exported as Prometheus metrics by client/promobserver;
 //   - reachability: a member address this client cannot dial is routed
