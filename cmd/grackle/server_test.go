@@ -49,6 +49,9 @@ var allServerArgs = []string{
 	"--max-holders-per-semaphore", "14",
 	"--max-permits", "15",
 	"--max-ttl-seconds", "16",
+	"--max-locks-per-namespace", "61",
+	"--max-lock-leases-per-namespace", "62",
+	"--max-holders-per-lock", "63",
 	"--max-timeout-seconds", "17",
 	"--watch-stall-timeout", "19s",
 	"--max-watchers", "18",
@@ -105,6 +108,9 @@ func allServerConfig() server.Config {
 	want.Limits.MaxHoldersPerSemaphore = 14
 	want.Limits.MaxPermits = 15
 	want.Limits.MaxTTLSeconds = 16
+	want.Limits.MaxLocksPerNamespace = 61
+	want.Limits.MaxLockLeasesPerNamespace = 62
+	want.Limits.MaxHoldersPerLock = 63
 	want.MaxTimeoutSeconds = 17
 	want.WatchStallTimeout = 19 * time.Second
 	want.MaxWatchers = 18
