@@ -261,3 +261,81 @@ func TestLockSessionLost(t *testing.T) {
 		t.Fatalf("acquire on a lost session: %v", err)
 	}
 }
+
+// Upgrade and downgrade: a shared holder's upgrade waits until it is the
+// only holder; a second holder's upgrade meanwhile is ErrUpgradeConflict
+// (its shared hold stays); once that holder releases, the first upgrade
+// is granted; a downgrade is granted at once. A watch of the lock sees the
+// upgrade waiting at the head of the queue, then the exclusive hold.
+func TestLockUpgradeDowngrade(t *testing.T) {
+	c := servertest.Start(t, 1, nil)
+	cli := newClient(t, addrs(c)...)
+	lockNS(t, cli, "lu")
+	ctx := ctxT(t)
+	a := newLockSession(t, cli, "lu", "a", 30*time.Second)
+	b := newLockSession(t, cli, "lu", "b", 30*time.Second)
+	for _, s := range []*client.LockSession{a, b} {
+		if _, err := s.Lock("u").Acquire(ctx, client.Shared); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	watch := a.Lock("u").Watch(wctx)
+	if u := recvWithin(t, watch, 10*time.Second, "the first watched state"); u.Err != nil || !u.State.GetInitial() ||
+		u.State.GetLock().GetState() != pb.LockState_LOCK_STATE_SHARED_LOCKED {
+		t.Fatalf("first state %+v", u)
+	}
+
+	got := make(chan *client.LockGrant, 1)
+	errc := make(chan error, 1)
+	go func() {
+		g, err := a.Lock("u").Acquire(ctx, client.Exclusive)
+		got <- g
+		errc <- err
+	}()
+	// The watch shows the upgrade waiting at the head of the queue (the
+	// state lasts until b releases, so the latest state shows it).
+	for u := range watch {
+		if u.Err != nil {
+			t.Fatalf("watch ended: %v", u.Err)
+		}
+		ws := u.State.GetWaiters()
+		if len(ws) == 1 && ws[0].GetUpgrade() && ws[0].GetExclusive() && ws[0].GetLeaseId() == a.LeaseID() && ws[0].GetPosition() == 1 {
+			break
+		}
+	}
+	_, err := b.Lock("u").Acquire(ctx, client.Exclusive)
+	if !errors.Is(err, client.ErrUpgradeConflict) || status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("second upgrade: %v", err)
+	}
+	if l := getLock(t, cli, "lu", "u"); l.State != pb.LockState_LOCK_STATE_SHARED_LOCKED || len(l.Holders) != 2 {
+		t.Fatalf("after the refused upgrade: %v", l)
+	}
+	if err := b.Lock("u").Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g := recvWithin(t, got, 10*time.Second, "the upgrade's grant")
+	if err := <-errc; err != nil || g.Mode != client.Exclusive {
+		t.Fatalf("upgrade: %+v %v", g, err)
+	}
+	for u := range watch {
+		if u.Err != nil {
+			t.Fatalf("watch ended: %v", u.Err)
+		}
+		if l := u.State.GetLock(); l.GetState() == pb.LockState_LOCK_STATE_EXCLUSIVE_LOCKED {
+			if len(l.GetHolders()) != 1 || l.GetHolders()[0].GetFencingToken() != g.FencingToken || u.State.GetWaitersCount() != 0 {
+				t.Fatalf("watched exclusive state %v", u.State)
+			}
+			break
+		}
+	}
+
+	d, err := a.Lock("u").Acquire(ctx, client.Shared)
+	if err != nil || d.Mode != client.Shared || d.FencingToken <= g.FencingToken {
+		t.Fatalf("downgrade: %+v %v", d, err)
+	}
+	if l := getLock(t, cli, "lu", "u"); l.State != pb.LockState_LOCK_STATE_SHARED_LOCKED || len(l.Holders) != 1 {
+		t.Fatalf("after the downgrade: %v", l)
+	}
+}

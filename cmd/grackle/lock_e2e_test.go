@@ -164,3 +164,46 @@ func TestRunLockStopsCommandWhenLeaseLost(t *testing.T) {
 		t.Fatal("grackle run --lock did not stop the command after its lease was revoked")
 	}
 }
+
+// lock waiters and lock watch see a waiting acquire; completion offers
+// held lock names.
+func TestLockWaitersWatchCompletionE2E(t *testing.T) {
+	_, addr := runTestCluster(t)
+	a := newLockLease(t, addr, "holder")
+	b := newLockLease(t, addr, "waiter")
+	wantExit(t, addr, exitOK, "", "lock", "acquire", "ns", "orders", "--lease", a)
+	wantExit(t, addr, exitOK, "", "lock", "acquire", "ns", "reports/daily", "--lease", a, "--shared")
+	done := make(chan cliResult, 1)
+	go func() {
+		done <- runCLI(t, map[string]string{"GRACKLE_ENDPOINTS": addr}, "lock", "acquire", "ns", "orders/eu", "--lease", b, "--wait", "30s", "-o", "id")
+	}()
+	servertest.Eventually(t, "the waiter in lock waiters", 20*time.Second, func() bool {
+		r := runCLI(t, map[string]string{"GRACKLE_ENDPOINTS": addr}, "lock", "waiters", "ns", "orders/eu", "-o", "id")
+		return r.code == 0 && r.stdout == b+"\n"
+	})
+	r := wantExit(t, addr, exitOK, "", "lock", "waiters", "ns", "orders/eu")
+	if !strings.Contains(r.stdout, "1         "+b+"  waiter      exclusive") {
+		t.Fatalf("waiters:\n%s", r.stdout)
+	}
+	r = wantExit(t, addr, exitOK, "", "lock", "watch", "ns", "orders/eu", "--count", "1")
+	if !strings.Contains(r.stdout, " (initial): unlocked; 1 waiting [1:waiter exclusive]\n") {
+		t.Fatalf("watch: %q", r.stdout)
+	}
+	env := map[string]string{"GRACKLE_ENDPOINTS": addr}
+	if got := strings.Join(completions(t, env, "lock", "get", "ns", ""), " "); got != "orders reports/daily" {
+		t.Errorf("completion: %q", got)
+	}
+	if got := strings.Join(completions(t, env, "lock", "release", "ns", "reports/"), " "); got != "reports/daily" {
+		t.Errorf("completion under reports/: %q", got)
+	}
+
+	wantExit(t, addr, exitOK, "", "lock", "release", "ns", "orders", "--lease", a)
+	select {
+	case r := <-done:
+		if r.code != 0 || strings.TrimSpace(r.stdout) == "" {
+			t.Fatalf("the waiting acquire: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiting acquire was not granted after the release")
+	}
+}
