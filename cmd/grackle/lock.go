@@ -21,7 +21,9 @@ import (
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
-// Lease id prefixes of the two kinds (docs/API.md, Lock leases).
+// Lease id prefixes of the two kinds, fixed by the API: the server
+// answers NotFound when a lease of one kind is used where the other is
+// needed.
 const (
 	lockLeasePrefix      = "ll_"
 	semaphoreLeasePrefix = "ls_"
