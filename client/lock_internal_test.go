@@ -362,7 +362,7 @@ func TestWithLockReleasesOnPanic(t *testing.T) {
 // lease with GetLockLease; NewSession refuses lease metadata.
 func TestLockSessionRefreshAndResume(t *testing.T) {
 	f, c := startLockFake(t, nil)
-	ls, err := c.NewLockSession(testCtx(t), "ns", "w", time.Second)
+	ls, err := c.NewLockSession(testCtx(t), "ns", "w", 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +378,7 @@ func TestLockSessionRefreshAndResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.LeaseID() != ls.LeaseID() || again.ProcessID() != "w" || again.TTL() != time.Second {
+	if again.LeaseID() != ls.LeaseID() || again.ProcessID() != "w" || again.TTL() != 2*time.Second {
 		t.Fatalf("resumed %s %s %v", again.LeaseID(), again.ProcessID(), again.TTL())
 	}
 	if again.Lock("x").held != heldUnknown {
@@ -400,11 +400,21 @@ func TestWatchLockStateResumes(t *testing.T) {
 	f := &lockFake{leases: map[string]*pb.LockLease{}}
 	var calls int
 	var mu sync.Mutex
+	// The second stream sends once the first state was read, so that a
+	// slow reader cannot have the two folded into one (deliverLatest).
+	firstRead := make(chan struct{})
 	f.watchLock = func(st grpc.ServerStreamingServer[pb.WatchLockResponse]) error {
 		mu.Lock()
 		calls++
 		n := calls
 		mu.Unlock()
+		if n == 2 {
+			select {
+			case <-firstRead:
+			case <-st.Context().Done():
+				return st.Context().Err()
+			}
+		}
 		if err := st.Send(&pb.WatchLockResponse{Initial: true, RaftIndex: uint64(n), Lock: &pb.Lock{Name: "a"}}); err != nil {
 			return err
 		}
@@ -425,7 +435,9 @@ func TestWatchLockStateResumes(t *testing.T) {
 			last = u.Err
 			continue
 		}
-		states = append(states, u)
+		if states = append(states, u); len(states) == 1 {
+			close(firstRead)
+		}
 	}
 	if len(states) != 2 || states[0].Resumed || !states[1].Resumed || states[1].State.GetLock().GetName() != "a" {
 		t.Fatalf("states %v", states)
