@@ -49,10 +49,6 @@ func modeOf(exclusive bool) LockMode {
 	return Shared
 }
 
-// reasonUpgradeConflict is the ErrorInfo reason of the FailedPrecondition
-// that refuses a second upgrade of a lock while one already waits.
-const reasonUpgradeConflict = "UPGRADE_CONFLICT"
-
 // Lock is one lock under one lock session's lease: the lease is the
 // holder. Get it with LockSession.Lock.
 //
@@ -258,7 +254,7 @@ func (l *Lock) acquire(ctx context.Context, mode LockMode, blocking bool, opts [
 			// the session is lost.
 			s.endGone(err)
 			return nil, s.Err()
-		case status.Code(err) == codes.FailedPrecondition && apierr.ReasonOf(err) == reasonUpgradeConflict:
+		case status.Code(err) == codes.FailedPrecondition && apierr.ReasonOf(err) == apierr.UpgradeConflict:
 			return nil, fmt.Errorf("%w: %w", ErrUpgradeConflict, err)
 		}
 		return nil, err

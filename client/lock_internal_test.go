@@ -283,7 +283,7 @@ func TestLockUpgradeConflictAndLeaseGone(t *testing.T) {
 		case !r.Exclusive:
 			return granted(r, uint64(n)), nil
 		default:
-			return nil, apierr.New(codes.FailedPrecondition, reasonUpgradeConflict, "n1", apierr.Leader{}, "another upgrade of lock \"a\" waits")
+			return nil, apierr.New(codes.FailedPrecondition, apierr.UpgradeConflict, "n1", apierr.Leader{}, "another upgrade of lock \"a\" waits")
 		}
 	})
 	ls, err := c.NewLockSession(testCtx(t), "ns", "w", 0)

@@ -103,7 +103,7 @@ func (q *queues) enqueueLockLocked(w *waiter) (behind bool, err error) {
 		// other) each wait for the other's shared hold: refused at once.
 		if w.lock.upgrade && o.lock.upgrade && o.state != Done &&
 			fsm.LocksConflict(o.leaseID, o.lock.name, true, w.leaseID, w.lock.name, true) {
-			return false, newError(codes.FailedPrecondition, fsm.ReasonUpgradeConflict,
+			return false, newError(codes.FailedPrecondition, apierr.UpgradeConflict,
 				"lock %q: another holder's upgrade to exclusive already waits on %q; two upgrades would wait for each other (release the shared hold and acquire exclusive instead)", w.lock.name, o.lock.name)
 		}
 	}
