@@ -55,6 +55,16 @@ func everything(t *testing.T, c pb.GrackleServiceClient, namespaces []string) []
 				out = append(out, fmt.Sprintf("lease %s %s %s created=%d", ns, l.LeaseId, l.ProcessId, l.CreatedAt))
 			}
 		}
+		lls := must(c.ListLockLeases(ctx, &pb.ListLockLeasesRequest{NamespaceName: ns, Limit: 250}))
+		for _, l := range lls.Leases {
+			out = append(out, fmt.Sprintf("lock lease %s %s %s created=%d md=%v", ns, l.LeaseId, l.ProcessId, l.CreatedAt, l.Metadata))
+		}
+		locks := must(c.ListLocks(ctx, &pb.ListLocksRequest{NamespaceName: ns, Limit: 250}))
+		for _, l := range locks.Locks {
+			for _, h := range l.Holders {
+				out = append(out, fmt.Sprintf("lock %s %s %v %s excl=%v token=%d", ns, l.Name, l.State, h.LeaseId, h.Exclusive, h.FencingToken))
+			}
+		}
 	}
 	sort.Strings(out)
 	return out
@@ -94,6 +104,18 @@ func TestSaveInspectRestoreRoundTrip(t *testing.T) {
 			}
 		}
 	}
+	// Locks: a lease holding a subtree shared and a leaf exclusive, and a
+	// second reader of the subtree.
+	for _, ns := range namespaces {
+		for p := 0; p < 2; p++ {
+			l := must(c.CreateLockLease(ctx, &pb.CreateLockLeaseRequest{NamespaceName: ns, ProcessId: fmt.Sprintf("p%d", p), TtlSeconds: 300,
+				Metadata: map[string]string{"n": fmt.Sprint(p)}}))
+			must(c.AcquireLock(ctx, &pb.AcquireLockRequest{NamespaceName: ns, LockName: "db", LeaseId: l.Lease.LeaseId}))
+			if p == 0 {
+				must(c.AcquireLock(ctx, &pb.AcquireLockRequest{NamespaceName: ns, LockName: "jobs/1", LeaseId: l.Lease.LeaseId, Exclusive: true}))
+			}
+		}
+	}
 	want := everything(t, c, namespaces)
 	if len(want) < 20 {
 		t.Fatalf("workload too small: %v", want)
@@ -120,7 +142,8 @@ func TestSaveInspectRestoreRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ins.Counts.Namespaces != 2 || ins.Counts.Semaphores != 8 || ins.Counts.Leases != 6 || ins.Counts.Holders != 12 {
+	if ins.Counts.Namespaces != 2 || ins.Counts.Semaphores != 8 || ins.Counts.Leases != 10 || ins.Counts.Holders != 12 ||
+		ins.Counts.LockLeases != 4 || ins.Counts.Locks != 4 || ins.Counts.LockHolders != 6 {
 		t.Fatalf("inspect counts: %+v", ins.Counts)
 	}
 	if ins.Header.Index == 0 || ins.Header.Term == 0 || ins.AppliedIndex > ins.Header.Index {
