@@ -112,6 +112,15 @@ func FuzzApply(f *testing.F) {
 			f.Add(frame(seq...))
 		}
 	}
+	for i, c := range genLockLog(1, 60) {
+		b, err := Encode(c)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if i%3 == 0 {
+			f.Add(b)
+		}
+	}
 	f.Add([]byte{})
 	f.Add(withUnknownOp(nil))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -316,6 +316,17 @@ func resultString(r *Result) string {
 		fmt.Fprintf(&b, "grant(%v,%v,%s,%s) ", g.Granted, g.Err, protoString(g.Semaphore), protoString(g.Holder))
 	}
 	fmt.Fprintf(&b, "freed=%v rl=%v rs=%v rn=%q", r.Freed, r.RemovedLeases, r.RemovedSemaphores, r.RemovedNamespace)
+	for _, m := range []proto.Message{r.LockLease, r.Lock, r.LockHolder} {
+		b.WriteByte(' ')
+		b.WriteString(protoString(m))
+	}
+	fmt.Fprintf(&b, " released=%v reason=%v blocking=%v freedLocks=%v", r.Released, r.LockReason, r.BlockingLocks, r.FreedLocks)
+	for _, g := range r.LockGrants {
+		fmt.Fprintf(&b, " lockgrant(%v,%v,%s,%s)", g.Granted, g.Err, protoString(g.Lock), protoString(g.Holder))
+	}
+	for _, sub := range r.Batch {
+		b.WriteString(" [" + resultString(sub) + "]")
+	}
 	return b.String()
 }
 
