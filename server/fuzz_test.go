@@ -84,6 +84,42 @@ func fuzzCalls() []fuzzCall {
 			_, err := g.ListSemaphoreHolders(ctx, m.(*pb.ListSemaphoreHoldersRequest))
 			return err
 		}},
+		{"CreateLockLease", func() proto.Message { return &pb.CreateLockLeaseRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+			_, err := g.CreateLockLease(ctx, m.(*pb.CreateLockLeaseRequest))
+			return err
+		}},
+		{"AcquireLock", func() proto.Message { return &pb.AcquireLockRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+			r := m.(*pb.AcquireLockRequest)
+			if r.TimeoutSeconds > 1 {
+				r.TimeoutSeconds = 1 // keep each execution short
+			}
+			_, err := g.AcquireLock(ctx, r)
+			return err
+		}},
+		{"ReleaseLock", func() proto.Message { return &pb.ReleaseLockRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+			_, err := g.ReleaseLock(ctx, m.(*pb.ReleaseLockRequest))
+			return err
+		}},
+		{"GetLock", func() proto.Message { return &pb.GetLockRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+			_, err := g.GetLock(ctx, m.(*pb.GetLockRequest))
+			return err
+		}},
+		{"ListLocks", func() proto.Message { return &pb.ListLocksRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+			_, err := g.ListLocks(ctx, m.(*pb.ListLocksRequest))
+			return err
+		}},
+		{"DeleteLock", func() proto.Message { return &pb.DeleteLockRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+			_, err := g.DeleteLock(ctx, m.(*pb.DeleteLockRequest))
+			return err
+		}},
+		{"RefreshLockLease", func() proto.Message { return &pb.RefreshLockLeaseRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+			_, err := g.RefreshLockLease(ctx, m.(*pb.RefreshLockLeaseRequest))
+			return err
+		}},
+		{"ListLockLeases", func() proto.Message { return &pb.ListLockLeasesRequest{} }, func(ctx context.Context, g pb.GrackleServiceClient, m proto.Message) error {
+			_, err := g.ListLockLeases(ctx, m.(*pb.ListLockLeasesRequest))
+			return err
+		}},
 	}
 }
 
@@ -107,6 +143,12 @@ func FuzzHandlers(f *testing.F) {
 	seed(10, &pb.AcquireSemaphoreRequest{NamespaceName: "ns", SemaphoreName: "s", LeaseId: "ls_x", Weight: -1})
 	seed(1, &pb.UpdateNamespaceRequest{NamespaceName: "ns", ExpectedVersion: -5})
 	seed(6, &pb.ListSemaphoresRequest{NamespaceName: "ns", Limit: 100000, PaginationToken: "\xff"})
+	seed(13, &pb.CreateLockLeaseRequest{NamespaceName: "ns", ProcessId: "p", TtlSeconds: 30, Metadata: map[string]string{"k": "v"}})
+	seed(14, &pb.AcquireLockRequest{NamespaceName: "ns", LockName: "a//b", LeaseId: "ll_x", Exclusive: true})
+	seed(14, &pb.AcquireLockRequest{NamespaceName: "ns", LockName: "a/b", LeaseId: "ls_aaaaaaaaaaaaaaaaaaaa", TimeoutSeconds: 301})
+	seed(15, &pb.ReleaseLockRequest{NamespaceName: "ns", LockName: "/a", LeaseId: "ll_aaaaaaaaaaaaaaaaaaaa"})
+	seed(17, &pb.ListLocksRequest{NamespaceName: "ns", Prefix: "a/", Limit: 251})
+	seed(18, &pb.DeleteLockRequest{NamespaceName: "ns", LockName: "a/b/c"})
 	// Bytes no protobuf runtime would send: invalid UTF-8, a truncated
 	// varint, a string field sent as a varint, a bad tag.
 	f.Add(uint8(0), []byte{0x0a, 0x02, 'n', 0xff})
