@@ -39,6 +39,22 @@ type Result struct {
 	RemovedSemaphores []SemKey
 	RemovedNamespace  string
 
+	// Locks (locks_apply.go). LockLease is set instead of Lease for a lock
+	// lease. Lock and LockHolder describe an AcquireLock (LockHolder set
+	// when granted), a ReleaseLock (Released: the lease held it) or a
+	// DeleteLock (Released: it had holders); LockReason and BlockingLocks
+	// what kept an AcquireLock from being granted.
+	LockLease     *pb.LockLease
+	Lock          *pb.Lock
+	LockHolder    *pb.LockHolder
+	Released      bool
+	LockReason    pb.ContentionReason
+	BlockingLocks []string
+	// LockGrants has one entry per Command.lock_grants, in order.
+	LockGrants []LockGrantResult
+	// FreedLocks lists locks whose holds were dropped or made shared.
+	FreedLocks []LockKey
+
 	// Batch has one result per command of a Batch entry, in order.
 	Batch []*Result
 
@@ -91,6 +107,9 @@ func (s *state) applyCommand(index uint64, cmd *fsmpb.Command) *Result {
 	if len(cmd.GetGrants()) > 0 {
 		a.grants(cmd.GetGrants())
 	}
+	if len(cmd.GetLockGrants()) > 0 {
+		a.lockGrants(cmd.GetLockGrants())
+	}
 	return res
 }
 
@@ -131,7 +150,7 @@ func (a *applier) op(cmd *fsmpb.Command) *Error {
 	case *fsmpb.Command_Noop:
 		return nil
 	case *fsmpb.Command_Batch:
-		if len(cmd.GetGrants()) > 0 {
+		if len(cmd.GetGrants()) > 0 || len(cmd.GetLockGrants()) > 0 {
 			return errf(CodeInternal, "a batch carries no grants of its own")
 		}
 		return a.batch(op.Batch)
@@ -141,6 +160,12 @@ func (a *applier) op(cmd *fsmpb.Command) *Error {
 		return a.aclCreateToken(op.AclCreateToken)
 	case *fsmpb.Command_AclRevokeToken:
 		return a.aclRevokeToken(op.AclRevokeToken)
+	case *fsmpb.Command_AcquireLock:
+		return a.acquireLock(op.AcquireLock)
+	case *fsmpb.Command_ReleaseLock:
+		return a.releaseLock(op.ReleaseLock)
+	case *fsmpb.Command_DeleteLock:
+		return a.deleteLock(op.DeleteLock)
 	case nil:
 		if cmd.GetSkippable() {
 			return nil
@@ -148,7 +173,7 @@ func (a *applier) op(cmd *fsmpb.Command) *Error {
 		// An op this server does not know decodes as an unknown field:
 		// applying only the grants of such a command would diverge from
 		// the servers that know the op.
-		if len(cmd.GetGrants()) > 0 && len(cmd.ProtoReflect().GetUnknown()) == 0 {
+		if (len(cmd.GetGrants()) > 0 || len(cmd.GetLockGrants()) > 0) && len(cmd.ProtoReflect().GetUnknown()) == 0 {
 			return nil // a command made only of grants
 		}
 		return errf(CodeInternal, "command carries no op this server knows (not skippable)")
@@ -212,7 +237,7 @@ func (a *applier) deleteNamespace(c *fsmpb.DeleteNamespace) *Error {
 		return true
 	})
 	for _, l := range leases {
-		s.removeLease(l)
+		s.removeLease(l, a.now)
 		a.res.RemovedLeases = append(a.res.RemovedLeases, LeaseKey{l.ns, l.id})
 	}
 	var sems []semRec
@@ -509,9 +534,14 @@ func (a *applier) release(c *fsmpb.Release) *Error {
 
 func (a *applier) createLease(c *fsmpb.CreateLease) *Error {
 	s := a.s
-	if err := firstErr(ValidateName("namespace_name", c.NamespaceName), ValidateLeaseID("lease_id", c.LeaseId),
-		ValidateProcessID("process_id", c.ProcessId), ValidateTTL("ttl_seconds", c.TtlSeconds, s.limits.MaxTTLSeconds)); err != nil {
+	lock := IsLockLeaseID(c.LeaseId)
+	if err := firstErr(ValidateName("namespace_name", c.NamespaceName), ValidateAnyLeaseID("lease_id", c.LeaseId),
+		ValidateProcessID("process_id", c.ProcessId), ValidateTTL("ttl_seconds", c.TtlSeconds, s.limits.MaxTTLSeconds),
+		ValidateMetadata("metadata", c.Metadata)); err != nil {
 		return err
+	}
+	if !lock && len(c.Metadata) > 0 {
+		return invalid("metadata: a semaphore lease carries none")
 	}
 	ns, ok := s.getNS(c.NamespaceName)
 	if !ok {
@@ -520,24 +550,31 @@ func (a *applier) createLease(c *fsmpb.CreateLease) *Error {
 	if _, ok := s.getLease(c.NamespaceName, c.LeaseId); ok {
 		return errf(CodeAlreadyExists, "lease %q already exists", c.LeaseId)
 	}
-	if ns.leaseCount >= s.limits.MaxLeasesPerNamespace {
+	if lock && ns.lockLeaseCount >= s.limits.MaxLockLeasesPerNamespace {
+		return errf(CodeResourceExhausted, "lock leases: limit of %d per namespace reached in %q", s.limits.MaxLockLeasesPerNamespace, ns.name)
+	}
+	if !lock && ns.leaseCount >= s.limits.MaxLeasesPerNamespace {
 		return errf(CodeResourceExhausted, "leases: limit of %d per namespace reached in %q", s.limits.MaxLeasesPerNamespace, ns.name)
 	}
 	// id and proc share one allocation (they live and die together), and
 	// neither keeps the decoded command's strings alive.
 	idProc := c.LeaseId + c.ProcessId
-	l := leaseRec{leaseIdent: &leaseIdent{ns: ns.name, id: idProc[:len(c.LeaseId)], proc: idProc[len(c.LeaseId):]}, ttl: c.TtlSeconds, createdAt: a.now,
-		expiresAt: addTTL(a.now, c.TtlSeconds)}
+	l := leaseRec{leaseIdent: &leaseIdent{ns: ns.name, id: idProc[:len(c.LeaseId)], proc: idProc[len(c.LeaseId):], md: copyMetadata(c.Metadata)},
+		ttl: c.TtlSeconds, createdAt: a.now, expiresAt: addTTL(a.now, c.TtlSeconds)}
 	s.putLease(l)
-	ns.leaseCount++
+	if lock {
+		ns.lockLeaseCount++
+	} else {
+		ns.leaseCount++
+	}
 	s.namespaces.ReplaceOrInsert(ns)
-	a.res.Lease = l.view()
+	a.setLeaseResult(l)
 	return nil
 }
 
 func (a *applier) refreshLease(c *fsmpb.RefreshLease) *Error {
 	s := a.s
-	if err := firstErr(ValidateName("namespace_name", c.NamespaceName), ValidateLeaseID("lease_id", c.LeaseId),
+	if err := firstErr(ValidateName("namespace_name", c.NamespaceName), ValidateAnyLeaseID("lease_id", c.LeaseId),
 		ValidateTTL("ttl_seconds", c.TtlSeconds, s.limits.MaxTTLSeconds)); err != nil {
 		return err
 	}
@@ -554,12 +591,12 @@ func (a *applier) refreshLease(c *fsmpb.RefreshLease) *Error {
 	}
 	l.ttl = c.TtlSeconds
 	l = s.setLeaseExpiry(l, addTTL(a.now, c.TtlSeconds))
-	a.res.Lease = l.view()
+	a.setLeaseResult(l)
 	return nil
 }
 
 func (a *applier) revokeLease(c *fsmpb.RevokeLease) *Error {
-	if err := firstErr(ValidateName("namespace_name", c.NamespaceName), ValidateLeaseID("lease_id", c.LeaseId)); err != nil {
+	if err := firstErr(ValidateName("namespace_name", c.NamespaceName), ValidateAnyLeaseID("lease_id", c.LeaseId)); err != nil {
 		return err
 	}
 	if _, ok := a.s.getNS(c.NamespaceName); !ok {
@@ -575,7 +612,11 @@ func (a *applier) revokeLease(c *fsmpb.RevokeLease) *Error {
 
 // reap removes a lease with its holds and records what that freed.
 func (a *applier) reap(l leaseRec) {
-	for _, sem := range a.s.removeLease(l) {
+	for _, h := range append([]*lockHold(nil), l.locks...) {
+		a.s.dropLockHold(h, a.now)
+		a.res.FreedLocks = append(a.res.FreedLocks, LockKey{h.ns, h.name})
+	}
+	for _, sem := range a.s.removeLease(l, a.now) {
 		a.res.Freed = append(a.res.Freed, SemKey{l.ns, sem})
 	}
 	a.res.RemovedLeases = append(a.res.RemovedLeases, LeaseKey{l.ns, l.id})
@@ -637,7 +678,10 @@ func (a *applier) setLimits(c *fsmpb.SetLimits) *Error {
 		MaxNamespaces: c.MaxNamespaces, MaxSemaphoresPerNamespace: c.MaxSemaphoresPerNamespace,
 		MaxLeasesPerNamespace: c.MaxLeasesPerNamespace, MaxHoldersPerSemaphore: c.MaxHoldersPerSemaphore,
 		MaxPermits: c.MaxPermits, MaxTTLSeconds: c.MaxTtlSeconds,
+		MaxLocksPerNamespace: c.MaxLocksPerNamespace, MaxLockLeasesPerNamespace: c.MaxLockLeasesPerNamespace,
+		MaxHoldersPerLock: c.MaxHoldersPerLock,
 	}
+	l.defaultLockLimits()
 	if err := l.Validate(); err != nil {
 		return err.(*Error)
 	}

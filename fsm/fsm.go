@@ -265,8 +265,15 @@ func (f *FSM) GetSemaphoreLease(ns, id string, now int64) (*pb.SemaphoreLease, e
 func (f *FSM) ListSemaphoreLeases(ns, proc string, limit int32, token string, now int64) (Page[*pb.SemaphoreLease], error) {
 	s, done := f.read()
 	defer done()
-	p, err := s.listLeases(ns, proc, limit, token, now)
-	return p, nilIfNoErr(err)
+	lp, err := s.listLeases(ns, proc, LeaseIDPrefix, limit, token, now)
+	if err != nil {
+		return Page[*pb.SemaphoreLease]{}, err
+	}
+	p := Page[*pb.SemaphoreLease]{Next: lp.Next, Previous: lp.Previous}
+	for _, l := range lp.Items {
+		p.Items = append(p.Items, l.view())
+	}
+	return p, nil
 }
 
 // ---- what the leader needs to run queues and expiry ----

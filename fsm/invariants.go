@@ -25,13 +25,14 @@ func (s *state) check() error {
 	}
 	semCount := map[string]int64{}
 	leaseCount := map[string]int64{}
+	lockLeaseCount := map[string]int64{}
 	var nHolds, leaseHolds int
 	var errB error
 	if s.leases.Len()+s.holders.Len() >= parallelCheck {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			errB = s.checkLeases(leaseCount, &leaseHolds)
+			errB = s.checkLeases(leaseCount, lockLeaseCount, &leaseHolds)
 		}()
 		errA := s.checkSemaphores(semCount, &nHolds)
 		<-done
@@ -42,7 +43,7 @@ func (s *state) check() error {
 		if err := s.checkSemaphores(semCount, &nHolds); err != nil {
 			return err
 		}
-		errB = s.checkLeases(leaseCount, &leaseHolds)
+		errB = s.checkLeases(leaseCount, lockLeaseCount, &leaseHolds)
 	}
 	if errB != nil {
 		return errB
@@ -50,7 +51,10 @@ func (s *state) check() error {
 	if leaseHolds != nHolds {
 		return fmt.Errorf("lease index has %d entries for %d holders", leaseHolds, nHolds)
 	}
-	var err error
+	lockCount, err := s.checkLocks()
+	if err != nil {
+		return err
+	}
 	fail := func(format string, a ...any) bool {
 		err = fmt.Errorf(format, a...)
 		return false
@@ -58,6 +62,9 @@ func (s *state) check() error {
 	s.namespaces.Ascend(func(n nsRec) bool {
 		if n.semCount != semCount[n.name] || n.leaseCount != leaseCount[n.name] {
 			return fail("namespace %s counts: semaphores %d/%d leases %d/%d", n.name, n.semCount, semCount[n.name], n.leaseCount, leaseCount[n.name])
+		}
+		if n.lockLeaseCount != lockLeaseCount[n.name] || n.lockCount != lockCount[n.name] {
+			return fail("namespace %s counts: lock leases %d/%d locks %d/%d", n.name, n.lockLeaseCount, lockLeaseCount[n.name], n.lockCount, lockCount[n.name])
 		}
 		if n.version < 1 {
 			return fail("namespace %s version %d", n.name, n.version)
@@ -185,7 +192,7 @@ func (s *state) checkSemaphores(semCount map[string]int64, holds *int) error {
 
 // checkLeases checks the leases and their indexes (counting each
 // namespace's leases and the holds the leases know of).
-func (s *state) checkLeases(leaseCount map[string]int64, holds *int) error {
+func (s *state) checkLeases(leaseCount, lockLeaseCount map[string]int64, holds *int) error {
 	var err error
 	fail := func(format string, a ...any) bool {
 		err = fmt.Errorf(format, a...)
@@ -210,7 +217,17 @@ func (s *state) checkLeases(leaseCount map[string]int64, holds *int) error {
 			}
 		}
 		leaseHolds += len(li.holds)
-		leaseCount[l.ns]++
+		if IsLockLeaseID(l.id) {
+			lockLeaseCount[l.ns]++
+			if len(li.holds) > 0 {
+				return fail("lock lease %s holds a semaphore", l.id)
+			}
+		} else {
+			leaseCount[l.ns]++
+			if len(li.locks) > 0 || len(li.md) > 0 {
+				return fail("semaphore lease %s holds a lock or carries metadata", l.id)
+			}
+		}
 		return true
 	})
 	if err != nil {

@@ -275,28 +275,44 @@ func (s *state) listHolders(ns, sem string, limit int32, token string, now int64
 }
 
 func (s *state) getLeaseView(ns, id string, now int64) (*pb.SemaphoreLease, *Error) {
-	if _, ok := s.getNS(ns); !ok {
-		return nil, namespaceNotFound(ns)
-	}
-	l, ok := s.getLease(ns, id)
-	if !ok || l.expiresAt <= now {
-		return nil, notFound(ReasonLeaseNotFound, "lease %q not found or expired in namespace %q", id, ns)
+	l, err := s.liveLease(ns, id, now)
+	if err != nil {
+		return nil, err
 	}
 	return l.view(), nil
 }
 
-func (s *state) listLeases(ns, proc string, limit int32, token string, now int64) (Page[*pb.SemaphoreLease], *Error) {
+func (s *state) liveLease(ns, id string, now int64) (leaseRec, *Error) {
 	if _, ok := s.getNS(ns); !ok {
-		return Page[*pb.SemaphoreLease]{}, namespaceNotFound(ns)
+		return leaseRec{}, namespaceNotFound(ns)
+	}
+	l, ok := s.getLease(ns, id)
+	if !ok || l.expiresAt <= now {
+		return leaseRec{}, notFound(ReasonLeaseNotFound, "lease %q not found or expired in namespace %q", id, ns)
+	}
+	return l, nil
+}
+
+// listLeases pages through the leases of one kind (their ids start with
+// prefix: semaphore leases "ls_", lock leases "ll_").
+func (s *state) listLeases(ns, proc, prefix string, limit int32, token string, now int64) (Page[leaseRec], *Error) {
+	if _, ok := s.getNS(ns); !ok {
+		return Page[leaseRec]{}, namespaceNotFound(ns)
+	}
+	kind := "lease"
+	if prefix == LockLeaseIDPrefix {
+		kind = "locklease"
 	}
 	// The page's leases are kept as they are found (the process index's
 	// entries carry the lease's ident), so that no id is searched again.
+	// Ids of one kind share their prefix, so they are one range of each
+	// tree (by (ns, id), and by (ns, proc, id) within a process).
 	var ls []leaseRec
 	var p Page[string]
 	var err *Error
 	if proc == "" {
-		sc := listScope[leaseRec]{kind: "lease", tree: s.leases, start: leaseRec{leaseIdent: &leaseIdent{ns: ns}},
-			inScope: func(l leaseRec) bool { return l.ns == ns }, keyOf: func(l leaseRec) string { return l.id },
+		sc := listScope[leaseRec]{kind: kind, tree: s.leases, start: leaseRec{leaseIdent: &leaseIdent{ns: ns, id: prefix}},
+			inScope: func(l leaseRec) bool { return l.ns == ns && strings.HasPrefix(l.id, prefix) }, keyOf: func(l leaseRec) string { return l.id },
 			pivot:   func(k string) (leaseRec, bool) { return leaseRec{leaseIdent: &leaseIdent{ns: ns, id: k}}, true },
 			visible: func(l leaseRec) bool { return l.expiresAt > now }}
 		var lp Page[leaseRec]
@@ -304,8 +320,9 @@ func (s *state) listLeases(ns, proc string, limit int32, token string, now int64
 		p = Page[string]{Next: lp.Next, Previous: lp.Previous}
 		ls = lp.Items
 	} else {
-		sc := listScope[procKey]{kind: "lease", tree: s.byProc, start: procKey{&leaseIdent{ns: ns, proc: proc}},
-			inScope: func(k procKey) bool { return k.ns == ns && k.proc == proc }, keyOf: func(k procKey) string { return k.id },
+		sc := listScope[procKey]{kind: kind, tree: s.byProc, start: procKey{&leaseIdent{ns: ns, proc: proc, id: prefix}},
+			inScope: func(k procKey) bool { return k.ns == ns && k.proc == proc && strings.HasPrefix(k.id, prefix) },
+			keyOf:   func(k procKey) string { return k.id },
 			pivot:   func(k string) (procKey, bool) { return procKey{&leaseIdent{ns: ns, proc: proc, id: k}}, true },
 			visible: func(k procKey) bool { return k.liveExp > now }}
 		var kp Page[procKey]
@@ -316,11 +333,7 @@ func (s *state) listLeases(ns, proc string, limit int32, token string, now int64
 		}
 	}
 	if err != nil {
-		return Page[*pb.SemaphoreLease]{}, err
+		return Page[leaseRec]{}, err
 	}
-	out := Page[*pb.SemaphoreLease]{Next: p.Next, Previous: p.Previous}
-	for _, l := range ls {
-		out.Items = append(out.Items, l.view())
-	}
-	return out, nil
+	return Page[leaseRec]{Items: ls, Next: p.Next, Previous: p.Previous}, nil
 }

@@ -27,8 +27,18 @@ import (
 // Records are in table order; Restore refuses anything else. The tokens
 // table's records are TokenRecord protobufs (deterministic marshaling);
 // a snapshot without the table has no tokens.
+//
+// Format 3 (locks): a lease record ends with its metadata (a lock lease's;
+// count 0 for a semaphore lease), and two more tables hold the held locks
+// ("locks": ns, name, locked_at, last_activity_at) and their holds
+// ("lockholds": ns, name, seq, lease id, exclusive 0/1, locked_at, fencing
+// token, metadata), in (ns, name) and (ns, name, seq) order. Restore reads
+// formats 2 and 3; it writes 3.
 
-const snapshotFormat = 2
+const snapshotFormat = 3
+
+// minSnapshotFormat is the oldest format Restore reads.
+const minSnapshotFormat = 2
 
 var (
 	bucketMeta       = []byte("meta")
@@ -38,6 +48,8 @@ var (
 	bucketHolders    = []byte("holders")
 	bucketMembers    = []byte("members")
 	bucketTokens     = []byte("tokens") // absent in snapshots older than access control
+	bucketLocks      = []byte("locks")     // format 3
+	bucketLockHolds  = []byte("lockholds") // format 3
 
 	keyMeta = []byte("meta")
 )
@@ -85,7 +97,28 @@ func appendLease(b []byte, l leaseRec) []byte {
 	b = appendStr(appendStr(appendStr(b, l.ns), l.id), l.proc)
 	b = binary.AppendVarint(b, l.ttl)
 	b = binary.AppendVarint(b, l.createdAt)
-	return binary.AppendVarint(b, l.expiresAt)
+	b = binary.AppendVarint(b, l.expiresAt)
+	return appendMD(b, l.md)
+}
+
+func appendLock(b []byte, r lockRec) []byte {
+	b = appendStr(appendStr(b, r.ns), r.name)
+	b = binary.AppendVarint(b, r.lockedAt)
+	return binary.AppendVarint(b, r.lastActivity)
+}
+
+func appendLockHold(b []byte, h *lockHold) []byte {
+	b = appendStr(appendStr(b, h.ns), h.name)
+	b = binary.AppendUvarint(b, h.seq)
+	b = appendStr(b, h.lease.id)
+	excl := uint64(0)
+	if h.excl {
+		excl = 1
+	}
+	b = binary.AppendUvarint(b, excl)
+	b = binary.AppendVarint(b, h.lockedAt)
+	b = binary.AppendUvarint(b, h.token)
+	return appendMD(b, h.md)
 }
 
 func appendHolder(b []byte, h holderRec) []byte {
@@ -221,5 +254,6 @@ func splitChunk(v []byte, fn func(rec []byte) error) error {
 func limitsProto(l Limits) *fsmpb.SetLimits {
 	return &fsmpb.SetLimits{MaxNamespaces: l.MaxNamespaces, MaxSemaphoresPerNamespace: l.MaxSemaphoresPerNamespace,
 		MaxLeasesPerNamespace: l.MaxLeasesPerNamespace, MaxHoldersPerSemaphore: l.MaxHoldersPerSemaphore,
-		MaxPermits: l.MaxPermits, MaxTtlSeconds: l.MaxTTLSeconds}
+		MaxPermits: l.MaxPermits, MaxTtlSeconds: l.MaxTTLSeconds, MaxLocksPerNamespace: l.MaxLocksPerNamespace,
+		MaxLockLeasesPerNamespace: l.MaxLockLeasesPerNamespace, MaxHoldersPerLock: l.MaxHoldersPerLock}
 }

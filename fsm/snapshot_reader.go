@@ -190,9 +190,10 @@ func loadState(tx *bolt.Tx, st *state) error {
 	if err := proto.Unmarshal(mb.Get(keyMeta), &meta); err != nil {
 		return fmt.Errorf("meta: %w", err)
 	}
-	if meta.Format != snapshotFormat {
-		return fmt.Errorf("snapshot format %d, this server reads only format %d", meta.Format, snapshotFormat)
+	if meta.Format < minSnapshotFormat || meta.Format > snapshotFormat {
+		return fmt.Errorf("snapshot format %d, this server reads formats %d..%d", meta.Format, minSnapshotFormat, snapshotFormat)
 	}
+	withLocks := meta.Format >= 3
 	st.lastNow, st.lastToken, st.holdSeq, st.lastIndex = meta.LastNow, meta.LastToken, meta.HoldSeq, meta.LastIndex
 	st.aclBootstrapped = meta.AclBootstrapped
 	if err := loadTokens(tx, st); err != nil {
@@ -200,7 +201,9 @@ func loadState(tx *bolt.Tx, st *state) error {
 	}
 	if lm := meta.Limits; lm != nil {
 		st.limits = Limits{lm.MaxNamespaces, lm.MaxSemaphoresPerNamespace, lm.MaxLeasesPerNamespace,
-			lm.MaxHoldersPerSemaphore, lm.MaxPermits, lm.MaxTtlSeconds}
+			lm.MaxHoldersPerSemaphore, lm.MaxPermits, lm.MaxTtlSeconds, lm.MaxLocksPerNamespace,
+			lm.MaxLockLeasesPerNamespace, lm.MaxHoldersPerLock}
+		st.limits.defaultLockLimits()
 	}
 
 	// Namespaces, in name order.
@@ -281,6 +284,7 @@ func loadState(tx *bolt.Tx, st *state) error {
 		ns                *nsRec
 		idEnd, procEnd    int
 		ttl, created, exp int64
+		md                map[string]string
 	}
 	var pending []pendingLease
 	var text []byte
@@ -293,12 +297,19 @@ func loadState(tx *bolt.Tx, st *state) error {
 		for _, p := range pending {
 			li := idents.next()
 			*li = leaseIdent{ns: p.ns.name, id: all[start:p.idEnd], proc: all[p.idEnd:p.procEnd],
-				liveTTL: p.ttl, liveCreated: p.created, liveExp: p.exp}
+				liveTTL: p.ttl, liveCreated: p.created, liveExp: p.exp, md: p.md}
 			start = p.procEnd
 			if prev != nil && (prev.ns > li.ns || prev.ns == li.ns && prev.id >= li.id) {
 				return fmt.Errorf("lease %q/%q out of order", li.ns, li.id)
 			}
-			p.ns.leaseCount++
+			if IsLockLeaseID(li.id) {
+				p.ns.lockLeaseCount++
+			} else {
+				if len(p.md) > 0 {
+					return fmt.Errorf("semaphore lease %q/%q carries metadata", li.ns, li.id)
+				}
+				p.ns.leaseCount++
+			}
 			p0, p1 := prefix128(li.proc)
 			procs = append(procs, procSortKey{p0: p0, p1: p1, li: li})
 			prev = li
@@ -316,13 +327,17 @@ func loadState(tx *bolt.Tx, st *state) error {
 			}
 			id, proc := d.bytes(), d.bytes()
 			ttl, created, exp := d.varint(), d.varint(), d.varint()
+			var md map[string]string
+			if withLocks {
+				md = d.md()
+			}
 			if err := d.end(); err != nil {
 				return fmt.Errorf("lease record: %w", err)
 			}
 			text = append(text, id...)
 			idEnd := len(text)
 			text = append(text, proc...)
-			pending = append(pending, pendingLease{ns: ns, idEnd: idEnd, procEnd: len(text), ttl: ttl, created: created, exp: exp})
+			pending = append(pending, pendingLease{ns: ns, idEnd: idEnd, procEnd: len(text), ttl: ttl, created: created, exp: exp, md: md})
 			return nil
 		}); err != nil {
 			return err
@@ -431,6 +446,11 @@ func loadState(tx *bolt.Tx, st *state) error {
 	<-done
 	if leaseErr != nil {
 		return leaseErr
+	}
+	if withLocks {
+		if err := loadLocks(tx, st); err != nil {
+			return err
+		}
 	}
 	var lastM string
 	return eachRecord(tx, bucketMembers, func(rec []byte) error {

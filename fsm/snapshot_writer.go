@@ -209,7 +209,7 @@ var marshalDet = proto.MarshalOptions{Deterministic: true}
 func (sn *snapshot) fill(db *bolt.DB) error {
 	s := sn.st
 	if err := db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketNamespaces, bucketSemaphores, bucketLeases, bucketHolders, bucketMembers, bucketTokens} {
+		for _, b := range [][]byte{bucketMeta, bucketNamespaces, bucketSemaphores, bucketLeases, bucketHolders, bucketMembers, bucketTokens, bucketLocks, bucketLockHolds} {
 			if _, err := tx.CreateBucket(b); err != nil {
 				return err
 			}
@@ -272,6 +272,18 @@ func (sn *snapshot) fill(db *bolt.DB) error {
 			w.err = err
 			return false
 		}
+		t.add()
+		return w.err == nil
+	})
+	table(bucketLocks)
+	s.locks.Ascend(func(r lockRec) bool {
+		t.rec = appendLock(t.rec[:0], r)
+		t.add()
+		return w.err == nil
+	})
+	table(bucketLockHolds)
+	s.lockHolds.Ascend(func(h *lockHold) bool {
+		t.rec = appendLockHold(t.rec[:0], h)
 		t.add()
 		return w.err == nil
 	})

@@ -20,8 +20,10 @@ type nsRec struct {
 	md                   map[string]string
 	version              int64
 	createdAt, updatedAt int64
-	// Derived counts, rebuilt on restore.
-	semCount, leaseCount int64
+	// Derived counts, rebuilt on restore. leaseCount counts semaphore
+	// leases, lockLeaseCount lock leases, lockCount held locks.
+	semCount, leaseCount      int64
+	lockLeaseCount, lockCount int64
 }
 
 type semRec struct {
@@ -56,9 +58,11 @@ type leaseRec struct {
 // shares the ident still is a point-in-time copy.
 type leaseIdent struct {
 	ns, id, proc string
+	md           map[string]string // a lock lease's metadata (immutable)
 
 	liveTTL, liveCreated, liveExp int64
 	holds                         []leaseHold // sorted by semaphore name
+	locks                         []*lockHold // a lock lease's holds, sorted by lock name
 }
 
 // leaseHold is one hold of a lease, as the lease sees it: the holder
@@ -138,15 +142,19 @@ type state struct {
 	holders    *btree.BTreeG[*holderRec] // records immutable once stored
 	leases     *btree.BTreeG[leaseRec]
 	members    *btree.BTreeG[memberRec]
-	tokens     *btree.BTreeG[tokenRec] // access tokens, by id (acl.go)
+	tokens     *btree.BTreeG[tokenRec]  // access tokens, by id (acl.go)
+	locks      *btree.BTreeG[lockRec]   // held locks, by (ns, name) (locks.go)
+	lockHolds  *btree.BTreeG[*lockHold] // by (ns, name, seq); immutable once stored
 
 	// Derived indexes, rebuilt on restore and never persisted, so a
 	// snapshot clone does not carry them (see clone).
-	byProc   *btree.BTreeG[procKey]
-	expiry   *btree.BTreeG[expiryKey]
-	leaseIdx leaseIndex        // point lookups of leases
-	semIdx   map[SemKey]semRec // point lookups of semaphores (a mirror of the tree)
-	tokenIdx map[string]string // token secret hash -> token id
+	byProc    *btree.BTreeG[procKey]
+	expiry    *btree.BTreeG[expiryKey]
+	leaseIdx  leaseIndex             // point lookups of leases
+	semIdx    map[SemKey]semRec      // point lookups of semaphores (a mirror of the tree)
+	tokenIdx  map[string]string      // token secret hash -> token id
+	lockIdx   map[LockKey]*lockLive  // held locks (locks.go)
+	lockBelow map[LockKey]lockCounts // holds strictly below a name (locks.go)
 
 	lastNow   int64  // greatest command `now` applied
 	lastToken uint64 // greatest fencing token handed out
@@ -228,12 +236,16 @@ func newState() *state {
 			}
 			return a.id < b.id
 		}),
-		leaseIdx: newLeaseIndex(),
-		semIdx:   make(map[SemKey]semRec),
-		members:  btree.NewG(btreeDegree, func(a, b memberRec) bool { return a.id < b.id }),
-		tokens:   btree.NewG(btreeDegree, func(a, b tokenRec) bool { return a.id < b.id }),
-		tokenIdx: make(map[string]string),
-		limits:   DefaultLimits(),
+		leaseIdx:  newLeaseIndex(),
+		semIdx:    make(map[SemKey]semRec),
+		members:   btree.NewG(btreeDegree, func(a, b memberRec) bool { return a.id < b.id }),
+		tokens:    btree.NewG(btreeDegree, func(a, b tokenRec) bool { return a.id < b.id }),
+		tokenIdx:  make(map[string]string),
+		locks:     btree.NewG(btreeDegree, lessLock),
+		lockHolds: btree.NewG(btreeDegree, lessLockHold),
+		lockIdx:   map[LockKey]*lockLive{},
+		lockBelow: map[LockKey]lockCounts{},
+		limits:    DefaultLimits(),
 	}
 }
 
@@ -254,7 +266,10 @@ func (s *state) persistView() *state {
 	c.leases = s.leases.Clone()
 	c.members = s.members.Clone()
 	c.tokens = s.tokens.Clone()
+	c.locks = s.locks.Clone()
+	c.lockHolds = s.lockHolds.Clone()
 	c.byProc, c.expiry, c.leaseIdx, c.semIdx, c.tokenIdx = nil, nil, leaseIndex{}, nil, nil
+	c.lockIdx, c.lockBelow = nil, nil
 	return &c
 }
 
@@ -273,7 +288,7 @@ func (s *state) clone() *state {
 	c.semIdx = maps.Clone(s.semIdx)
 	c.lastNow, c.lastToken, c.holdSeq, c.lastIndex, c.limits = s.lastNow, s.lastToken, s.holdSeq, s.lastIndex, s.limits
 	s.leases.Ascend(func(l leaseRec) bool {
-		li := &leaseIdent{ns: l.ns, id: l.id, proc: l.proc}
+		li := &leaseIdent{ns: l.ns, id: l.id, proc: l.proc, md: l.md}
 		c.putLease(leaseRec{leaseIdent: li, ttl: l.ttl, createdAt: l.createdAt, expiresAt: l.expiresAt})
 		return true
 	})
@@ -290,6 +305,14 @@ func (s *state) clone() *state {
 	if err := c.holders.BuildFromSorted(hs); err != nil {
 		panic("fsm: clone of a holders table out of order: " + err.Error())
 	}
+	s.lockHolds.Ascend(func(h *lockHold) bool {
+		n := *h
+		n.lease = c.identOf(h.ns, h.lease.id)
+		if n.lease != nil {
+			c.putLockHold(&n, s.lockIdx[LockKey{h.ns, h.name}].rec)
+		}
+		return true
+	})
 	return c
 }
 
@@ -424,8 +447,11 @@ func (s *state) dropHolder(h holderRec) {
 
 // removeLease drops a lease, every hold it owns and its index entries. It
 // returns the names of the semaphores it held, in name order.
-func (s *state) removeLease(l leaseRec) []string {
+func (s *state) removeLease(l leaseRec, now int64) []string {
 	li := l.leaseIdent
+	for _, h := range append([]*lockHold(nil), li.locks...) {
+		s.dropLockHold(h, now)
+	}
 	sems := make([]string, 0, len(li.holds))
 	for _, lh := range li.holds {
 		s.holders.Delete(lh)
@@ -442,7 +468,11 @@ func (s *state) removeLease(l leaseRec) []string {
 	s.expiry.Delete(expiryKey{at: l.expiresAt, leaseIdent: li})
 	s.leaseIdx.del(li)
 	if ns, ok := s.getNS(l.ns); ok {
-		ns.leaseCount--
+		if IsLockLeaseID(l.id) {
+			ns.lockLeaseCount--
+		} else {
+			ns.leaseCount--
+		}
 		s.namespaces.ReplaceOrInsert(ns)
 	}
 	return sems

@@ -14,6 +14,8 @@ const (
 	MaxMetadataKeyBytes = 128
 	MaxMetadataValBytes = 256
 	LeaseIDPrefix       = "ls_"
+	LockLeaseIDPrefix   = "ll_"
+	MaxLockNameBytes    = 256
 	MinLeaseIDRandom    = 20
 	MaxLeaseIDBytes     = 64
 )
@@ -27,6 +29,9 @@ type Limits struct {
 	MaxHoldersPerSemaphore    int64
 	MaxPermits                int64
 	MaxTTLSeconds             int64
+	MaxLocksPerNamespace      int64
+	MaxLockLeasesPerNamespace int64
+	MaxHoldersPerLock         int64
 }
 
 // DefaultLimits are the defaults of docs/API.md, Limits.
@@ -38,7 +43,31 @@ func DefaultLimits() Limits {
 		MaxHoldersPerSemaphore:    10_000,
 		MaxPermits:                1_000_000_000,
 		MaxTTLSeconds:             300,
+		MaxLocksPerNamespace:      1_000_000,
+		MaxLockLeasesPerNamespace: 1_000_000,
+		MaxHoldersPerLock:         10_000,
 	}
+}
+
+// defaultLockLimits fills lock limits left at 0 (a SetLimits of a leader
+// or a snapshot that predates locks) with their defaults.
+func (l *Limits) defaultLockLimits() {
+	d := DefaultLimits()
+	if l.MaxLocksPerNamespace == 0 {
+		l.MaxLocksPerNamespace = d.MaxLocksPerNamespace
+	}
+	if l.MaxLockLeasesPerNamespace == 0 {
+		l.MaxLockLeasesPerNamespace = d.MaxLockLeasesPerNamespace
+	}
+	if l.MaxHoldersPerLock == 0 {
+		l.MaxHoldersPerLock = d.MaxHoldersPerLock
+	}
+}
+
+// WithLockDefaults returns l with unset (0) lock limits at their defaults.
+func (l Limits) WithLockDefaults() Limits {
+	l.defaultLockLimits()
+	return l
 }
 
 // Validate reports a limit that is not positive.
@@ -50,6 +79,8 @@ func (l Limits) Validate() error {
 		{"max_namespaces", l.MaxNamespaces}, {"max_semaphores_per_namespace", l.MaxSemaphoresPerNamespace},
 		{"max_leases_per_namespace", l.MaxLeasesPerNamespace}, {"max_holders_per_semaphore", l.MaxHoldersPerSemaphore},
 		{"max_permits", l.MaxPermits}, {"max_ttl_seconds", l.MaxTTLSeconds},
+		{"max_locks_per_namespace", l.MaxLocksPerNamespace}, {"max_lock_leases_per_namespace", l.MaxLockLeasesPerNamespace},
+		{"max_holders_per_lock", l.MaxHoldersPerLock},
 	} {
 		if f.v < 1 {
 			return invalid("%s: must be >= 1, got %d", f.name, f.v)
@@ -125,15 +156,53 @@ func ValidateMetadata(field string, md map[string]string) error {
 	return nil
 }
 
-// ValidateLeaseID checks the shape of a lease id: "ls_" and at least 20
-// base62 characters (at most 64 bytes in all).
-func ValidateLeaseID(field, v string) error {
-	if len(v) < len(LeaseIDPrefix)+MinLeaseIDRandom || len(v) > MaxLeaseIDBytes || v[:len(LeaseIDPrefix)] != LeaseIDPrefix {
-		return invalid("%s: must be %q followed by %d..%d base62 characters, got %q", field, LeaseIDPrefix, MinLeaseIDRandom, MaxLeaseIDBytes-len(LeaseIDPrefix), truncate(v, 80))
+// ValidateLeaseID checks the shape of a semaphore lease id: "ls_" and at
+// least 20 base62 characters (at most 64 bytes in all).
+func ValidateLeaseID(field, v string) error { return validateLeaseID(field, v, LeaseIDPrefix) }
+
+// ValidateLockLeaseID checks the shape of a lock lease id: "ll_" and at
+// least 20 base62 characters (at most 64 bytes in all).
+func ValidateLockLeaseID(field, v string) error { return validateLeaseID(field, v, LockLeaseIDPrefix) }
+
+// ValidateAnyLeaseID accepts the id of a lease of either kind.
+func ValidateAnyLeaseID(field, v string) error {
+	if IsLockLeaseID(v) {
+		return ValidateLockLeaseID(field, v)
 	}
-	for i := len(LeaseIDPrefix); i < len(v); i++ {
+	return ValidateLeaseID(field, v)
+}
+
+// IsLockLeaseID says whether an id names a lock lease (by its prefix).
+func IsLockLeaseID(v string) bool { return len(v) >= 3 && v[:3] == LockLeaseIDPrefix }
+
+func validateLeaseID(field, v, prefix string) error {
+	if len(v) < len(prefix)+MinLeaseIDRandom || len(v) > MaxLeaseIDBytes || v[:len(prefix)] != prefix {
+		return invalid("%s: must be %q followed by %d..%d base62 characters, got %q", field, prefix, MinLeaseIDRandom, MaxLeaseIDBytes-len(prefix), truncate(v, 80))
+	}
+	for i := len(prefix); i < len(v); i++ {
 		if !isBase62(v[i]) {
-			return invalid("%s: must be %q followed by base62 characters, found %q at byte %d", field, LeaseIDPrefix, v[i], i)
+			return invalid("%s: must be %q followed by base62 characters, found %q at byte %d", field, prefix, v[i], i)
+		}
+	}
+	return nil
+}
+
+// ValidateLockName checks a lock name: 1..256 bytes, segments of
+// [-_0-9a-zA-Z]+ joined by '/' (no empty segment: not "a//b", "/a", "a/").
+func ValidateLockName(field, v string) error {
+	if len(v) < 1 || len(v) > MaxLockNameBytes {
+		return invalid("%s: must be 1..%d bytes, got %d", field, MaxLockNameBytes, len(v))
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c == '/' {
+			if i == 0 || i == len(v)-1 || v[i-1] == '/' {
+				return invalid("%s: empty path segment at byte %d (a lock name is segments of [-_0-9a-zA-Z] joined by '/')", field, i)
+			}
+			continue
+		}
+		if !isNameByte(c) {
+			return invalid("%s: may contain only [-_0-9a-zA-Z] and '/' between segments, found %q at byte %d", field, c, i)
 		}
 	}
 	return nil

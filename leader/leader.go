@@ -106,6 +106,7 @@ func New(cfg Config, r *raft.Raft, f *fsm.FSM) *Leader {
 	if cfg.Limits == (fsm.Limits{}) {
 		cfg.Limits = fsm.DefaultLimits()
 	}
+	cfg.Limits = cfg.Limits.WithLockDefaults()
 	if cfg.ReachableWithin <= 0 {
 		cfg.ReachableWithin = time.Second
 	}

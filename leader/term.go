@@ -152,7 +152,8 @@ func (t *Term) setupOnce() error {
 		if err := t.setupApply(&fsmpb.Command{Op: &fsmpb.Command_SetLimits{SetLimits: &fsmpb.SetLimits{
 			MaxNamespaces: lim.MaxNamespaces, MaxSemaphoresPerNamespace: lim.MaxSemaphoresPerNamespace,
 			MaxLeasesPerNamespace: lim.MaxLeasesPerNamespace, MaxHoldersPerSemaphore: lim.MaxHoldersPerSemaphore,
-			MaxPermits: lim.MaxPermits, MaxTtlSeconds: lim.MaxTTLSeconds}}}); err != nil {
+			MaxPermits: lim.MaxPermits, MaxTtlSeconds: lim.MaxTTLSeconds, MaxLocksPerNamespace: lim.MaxLocksPerNamespace,
+			MaxLockLeasesPerNamespace: lim.MaxLockLeasesPerNamespace, MaxHoldersPerLock: lim.MaxHoldersPerLock}}}); err != nil {
 			return err
 		}
 	}
