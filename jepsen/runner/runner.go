@@ -136,12 +136,19 @@ type world struct {
 	rec   *recorder
 	token string // the workloads' token on a secure cluster ("" during setup: the admin's)
 
+	// pick, when set, replaces the cluster in api (tests: an in-process
+	// cluster).
+	pick func(rng *rand.Rand) (pb.GrackleServiceClient, string)
+
 	linSems, fenSems []string
 	regMu            sync.Mutex
 	reg              map[string]uint64 // fenced register: highest token seen per semaphore
 }
 
 func (w *world) api(rng *rand.Rand) (pb.GrackleServiceClient, string) {
+	if w.pick != nil {
+		return w.pick(rng)
+	}
 	n := w.c.Nodes[rng.Intn(len(w.c.Nodes))]
 	return pb.NewGrackleServiceClient(w.c.API(n.GRPC, w.token)), n.ID
 }
