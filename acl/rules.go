@@ -86,6 +86,20 @@ var rules = map[string]rule{
 	"/grackle.v1.GrackleService/RevokeSemaphoreLease":  {role: fsm.RoleWrite, ns: reqNamespace},
 	"/grackle.v1.GrackleService/ListSemaphoreLeases":   {role: fsm.RoleRead, ns: reqNamespace},
 
+	"/grackle.v1.GrackleService/CreateLockLease":  {role: fsm.RoleWrite, ns: reqNamespace},
+	"/grackle.v1.GrackleService/GetLockLease":     {role: fsm.RoleRead, ns: reqNamespace},
+	"/grackle.v1.GrackleService/RefreshLockLease": {role: fsm.RoleWrite, ns: reqNamespace},
+	"/grackle.v1.GrackleService/RevokeLockLease":  {role: fsm.RoleWrite, ns: reqNamespace},
+	"/grackle.v1.GrackleService/ListLockLeases":   {role: fsm.RoleRead, ns: reqNamespace},
+	"/grackle.v1.GrackleService/AcquireLock":      {role: fsm.RoleWrite, ns: reqNamespace},
+	"/grackle.v1.GrackleService/ReleaseLock":      {role: fsm.RoleWrite, ns: reqNamespace},
+	"/grackle.v1.GrackleService/GetLock":          {role: fsm.RoleRead, ns: reqNamespace},
+	"/grackle.v1.GrackleService/ListLocks":        {role: fsm.RoleRead, ns: reqNamespace},
+	"/grackle.v1.GrackleService/DeleteLock":       {role: fsm.RoleWrite, ns: reqNamespace},
+	// As ListSemaphoreWaiters and WatchSemaphore (package watch).
+	"/grackle.v1.GrackleService/ListLockWaiters": {role: fsm.RoleRead, ns: reqNamespace},
+	"/grackle.v1.GrackleService/WatchLock":       {role: fsm.RoleRead, ns: reqNamespace, relayed: true},
+
 	"/grackle.v1.ClusterService/GetClusterStatus":   {anyToken: true},
 	"/grackle.v1.ClusterService/GetNodeInfo":        {anyToken: true},
 	"/grackle.v1.ClusterService/AddMember":          {role: fsm.RoleAdmin, ns: cluster},

@@ -362,11 +362,22 @@ func (f *FSM) Members() []Member {
 }
 
 // Counts reports the sizes of the main tables (metrics, tests).
-type Counts struct{ Namespaces, Semaphores, Leases, Holders int }
+type Counts struct {
+	Namespaces, Semaphores, Leases, Holders int
+	// LockLeases is part of Leases; Locks are held locks, LockHolders
+	// their holds.
+	LockLeases, Locks, LockHolders int
+}
 
 // Counts returns the number of stored records per table.
 func (f *FSM) Counts() Counts {
 	s, done := f.read()
 	defer done()
-	return Counts{s.namespaces.Len(), s.semaphores.Len(), s.leases.Len(), s.holders.Len()}
+	c := Counts{Namespaces: s.namespaces.Len(), Semaphores: s.semaphores.Len(), Leases: s.leases.Len(), Holders: s.holders.Len(),
+		Locks: s.locks.Len(), LockHolders: s.lockHolds.Len()}
+	s.namespaces.Ascend(func(n nsRec) bool {
+		c.LockLeases += int(n.lockLeaseCount)
+		return true
+	})
+	return c
 }

@@ -97,7 +97,7 @@ func TestLimits(t *testing.T) {
 		h.ok(cLease("a", lid(2), "p", 30))
 		h.ok(cAcq("a", "s", lid(2), 1))
 		h.ok(cLimits(Limits{MaxNamespaces: 2, MaxSemaphoresPerNamespace: 2, MaxLeasesPerNamespace: 3, MaxHoldersPerSemaphore: 2, MaxPermits: 10, MaxTTLSeconds: 30,
-		MaxLocksPerNamespace: 2, MaxLockLeasesPerNamespace: 2, MaxHoldersPerLock: 2}))
+			MaxLocksPerNamespace: 2, MaxLockLeasesPerNamespace: 2, MaxHoldersPerLock: 2}))
 		h.ok(cLease("a", lid(3), "p", 30))
 		h.fails(cAcq("a", "s", lid(3), 1), CodeResourceExhausted, "holders", "2")
 		// A queued attempt does not try to grant, so it is not refused.

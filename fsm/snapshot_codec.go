@@ -47,7 +47,7 @@ var (
 	bucketLeases     = []byte("leases")
 	bucketHolders    = []byte("holders")
 	bucketMembers    = []byte("members")
-	bucketTokens     = []byte("tokens") // absent in snapshots older than access control
+	bucketTokens     = []byte("tokens")    // absent in snapshots older than access control
 	bucketLocks      = []byte("locks")     // format 3
 	bucketLockHolds  = []byte("lockholds") // format 3
 

@@ -246,3 +246,20 @@ func truncate(s string, n int) string {
 	}
 	return fmt.Sprintf("%s...(%d bytes)", s[:n], len(s))
 }
+
+// ValidateLeaseKind checks the lease id of a call that needs a lease of one
+// kind (lock: a lock lease). A well-formed id of the other kind is
+// NotFound (LEASE_NOT_FOUND), naming the kind the call needs: the two kinds
+// are not interchangeable. Any other bad id is InvalidArgument.
+func ValidateLeaseKind(field, id string, lock bool) error {
+	if lock && ValidateLeaseID(field, id) == nil {
+		return notFound(ReasonLeaseNotFound, "%s: %q is a semaphore lease; lock calls need a lock lease (%q...), from CreateLockLease", field, id, LockLeaseIDPrefix)
+	}
+	if !lock && ValidateLockLeaseID(field, id) == nil {
+		return notFound(ReasonLeaseNotFound, "%s: %q is a lock lease; semaphore calls need a semaphore lease (%q...), from CreateSemaphoreLease", field, id, LeaseIDPrefix)
+	}
+	if lock {
+		return ValidateLockLeaseID(field, id)
+	}
+	return ValidateLeaseID(field, id)
+}

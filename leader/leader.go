@@ -37,7 +37,7 @@ type Config struct {
 	ApplyTimeout time.Duration
 	// ExpireBatch bounds the leases one expiry command reaps.
 	ExpireBatch int32
-	// MaxWaiters bounds the queued waiters per semaphore.
+	// MaxWaiters bounds the queued waiters per semaphore and per lock.
 	MaxWaiters int
 	// MaxQueuedProposals bounds the client commands waiting to be proposed
 	// (0: DefaultMaxQueued); beyond, writes answer ResourceExhausted

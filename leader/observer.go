@@ -36,8 +36,11 @@ const (
 // WaiterEvent describes one waiter's change. Waited is the time since the
 // call reached the leader.
 type WaiterEvent struct {
-	Kind    WaiterEventKind
+	Kind WaiterEventKind
+	// Key names the semaphore; for a lock waiter, Key.Semaphore is empty
+	// and Lock names the lock.
 	Key     fsm.SemKey
+	Lock    string
 	LeaseID string
 	Weight  int64
 	Waited  time.Duration

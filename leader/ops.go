@@ -85,6 +85,9 @@ func (t *Term) Release(ctx context.Context, ns, sem, leaseID string) (*fsm.Resul
 // Revoke revokes a lease; every semaphore it held hands off in the same
 // entry.
 func (t *Term) Revoke(ctx context.Context, ns, leaseID string) (*fsm.Result, error) {
+	if fsm.IsLockLeaseID(leaseID) {
+		return t.revokeLockLease(ctx, ns, leaseID)
+	}
 	cmd := &fsmpb.Command{Op: &fsmpb.Command_RevokeLease{RevokeLease: &fsmpb.RevokeLease{NamespaceName: ns, LeaseId: leaseID}}}
 	frees := map[fsm.SemKey]int64{}
 	for _, sem := range t.l.fsm.LeaseHolds(ns, leaseID) {

@@ -65,7 +65,10 @@ type Outcome struct {
 	Granted   bool
 	Semaphore *pb.Semaphore
 	Holder    *pb.SemaphoreHolder
-	Err       error
+	// Lock and LockHolder are an AcquireLock's (Semaphore and Holder nil).
+	Lock       *pb.Lock
+	LockHolder *pb.LockHolder
+	Err        error
 }
 
 type waiter struct {
@@ -82,6 +85,9 @@ type waiter struct {
 
 	// Set by enqueue.
 	seq uint64
+	// lock is set for an AcquireLock call (lockqueue.go); key.Semaphore
+	// is then empty.
+	lock *lockWant
 
 	// Owned by queues, under queues.mu.
 	state     State
@@ -125,10 +131,17 @@ type queues struct {
 	ended bool
 	seq   uint64
 	bySem map[fsm.SemKey][]*waiter
+	// byTree holds the lock calls, one queue per tree of lock names (a
+	// namespace and a first path segment): requests in different trees
+	// never conflict (lockqueue.go).
+	byTree map[treeKey][]*waiter
+	locks  lockView
 }
 
 func newQueues(maxWaiters int, v view, obs Observer) *queues {
-	return &queues{maxWaiters: maxWaiters, view: v, obs: obs, bySem: map[fsm.SemKey][]*waiter{}}
+	q := &queues{maxWaiters: maxWaiters, view: v, obs: obs, bySem: map[fsm.SemKey][]*waiter{}, byTree: map[treeKey][]*waiter{}}
+	q.locks, _ = v.(lockView)
+	return q
 }
 
 // newWaiter: at is the leader clock's now (Clock.Now), which the waiter
@@ -151,7 +164,7 @@ func (q *queues) finishLocked(w *waiter, o Outcome) {
 	if !mustWait {
 		return
 	}
-	ev := WaiterEvent{Kind: WaiterEnded, Key: w.key, LeaseID: w.leaseID, Weight: w.weight, Waited: time.Since(w.since)}
+	ev := WaiterEvent{Kind: WaiterEnded, Key: w.key, Lock: w.lockName(), LeaseID: w.leaseID, Weight: w.weight, Waited: time.Since(w.since)}
 	if o.Granted {
 		ev.Kind, ev.HandOff = WaiterGranted, time.Since(w.grantedAt)
 	}
@@ -159,6 +172,10 @@ func (q *queues) finishLocked(w *waiter, o Outcome) {
 }
 
 func (q *queues) removeLocked(w *waiter) {
+	if w.lock != nil {
+		q.removeLockLocked(w)
+		return
+	}
 	ws := q.bySem[w.key]
 	for i, x := range ws {
 		if x == w {
@@ -182,6 +199,9 @@ func (q *queues) enqueue(w *waiter) (behind bool, err error) {
 	defer q.mu.Unlock()
 	if q.ended {
 		return false, errNotLeader
+	}
+	if w.lock != nil {
+		return q.enqueueLockLocked(w)
 	}
 	// A retried acquire of the same lease replaces an older call that
 	// waits, but not one whose grant may already be in Raft.
@@ -213,7 +233,7 @@ func (q *queues) enqueue(w *waiter) (behind bool, err error) {
 func (q *queues) acquired(w *waiter, res *fsm.Result, err error, nonBlocking bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	defer q.pumpLocked(w.key)
+	defer q.pumpOf(w)
 	switch {
 	case w.state == Done:
 		// Ended meanwhile (superseded, or leadership lost).
@@ -222,12 +242,12 @@ func (q *queues) acquired(w *waiter, res *fsm.Result, err error, nonBlocking boo
 	case res.Err != nil:
 		q.finishLocked(w, Outcome{Err: res.Err})
 	case res.Acquired:
-		q.finishLocked(w, Outcome{Granted: true, Semaphore: res.Semaphore, Holder: res.Holder})
+		q.finishLocked(w, Outcome{Granted: true, Semaphore: res.Semaphore, Holder: res.Holder, Lock: res.Lock, LockHolder: res.LockHolder})
 	case nonBlocking:
-		q.finishLocked(w, Outcome{Semaphore: res.Semaphore})
+		q.finishLocked(w, Outcome{Semaphore: res.Semaphore, Lock: res.Lock})
 	default:
 		if w.state == Proposed {
-			q.obs.WaiterEvent(WaiterEvent{Kind: WaiterQueued, Key: w.key, LeaseID: w.leaseID, Weight: w.weight})
+			q.obs.WaiterEvent(WaiterEvent{Kind: WaiterQueued, Key: w.key, Lock: w.lockName(), LeaseID: w.leaseID, Weight: w.weight})
 		}
 		w.state = Waiting
 	}
@@ -242,7 +262,7 @@ func (q *queues) stop(w *waiter) {
 	switch w.state {
 	case Waiting, Queued, Proposed:
 		q.finishLocked(w, Outcome{})
-		q.pumpLocked(w.key)
+		q.pumpOf(w)
 	case Granting:
 		w.abandoned = true
 	}
@@ -324,18 +344,38 @@ func (q *queues) settle(ws []*waiter, res *fsm.Result) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	keys := map[fsm.SemKey]bool{}
-	for i, w := range ws {
-		keys[w.key] = true
+	trees := map[treeKey]bool{}
+	nSem, nLock := 0, 0
+	for _, w := range ws {
+		// Grants of each kind are in the command in the order of ws.
+		i, grants := nSem, 0
+		if res != nil {
+			grants = len(res.Grants)
+		}
+		if w.lock != nil {
+			i, nLock = nLock, nLock+1
+			trees[w.tree()] = true
+			if res != nil {
+				grants = len(res.LockGrants)
+			}
+		} else {
+			nSem++
+			keys[w.key] = true
+		}
 		if w.state != Granting {
 			continue
 		}
 		w.state, w.delta = Waiting, 0
-		if res == nil || i >= len(res.Grants) {
+		if res == nil || i >= grants {
 			if w.abandoned {
 				// Its caller stopped waiting for this outcome, which is
 				// unknown: answer TIMED_OUT with the state as it is now.
 				q.finishLocked(w, Outcome{})
 			}
+			continue
+		}
+		if w.lock != nil {
+			q.settleLockLocked(w, res.LockGrants[i])
 			continue
 		}
 		gr := res.Grants[i]
@@ -350,6 +390,18 @@ func (q *queues) settle(ws []*waiter, res *fsm.Result) {
 	}
 	for k := range keys {
 		q.pumpLocked(k)
+	}
+	for k := range trees {
+		q.pumpTreeLocked(k)
+	}
+}
+
+// pumpOf pumps the queue a waiter is in.
+func (q *queues) pumpOf(w *waiter) {
+	if w.lock != nil {
+		q.pumpTreeLocked(w.tree())
+	} else {
+		q.pumpLocked(w.key)
 	}
 }
 
@@ -371,11 +423,13 @@ func (q *queues) pumpLocked(key fsm.SemKey) {
 // lease, semaphore or namespace went away end with NotFound, and queues of
 // semaphores with freed permits are pumped.
 func (q *queues) observe(res *fsm.Result) {
-	if len(res.Freed) == 0 && len(res.RemovedLeases) == 0 && len(res.RemovedSemaphores) == 0 && res.RemovedNamespace == "" {
+	if len(res.Freed) == 0 && len(res.RemovedLeases) == 0 && len(res.RemovedSemaphores) == 0 && res.RemovedNamespace == "" &&
+		len(res.FreedLocks) == 0 {
 		return
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.observeLocksLocked(res)
 	if len(q.bySem) == 0 {
 		return
 	}
@@ -429,6 +483,11 @@ func (q *queues) failAll(err error) {
 			q.finishLocked(w, Outcome{Err: err})
 		}
 	}
+	for _, ws := range q.byTree {
+		for _, w := range append([]*waiter(nil), ws...) {
+			q.finishLocked(w, Outcome{Err: err})
+		}
+	}
 }
 
 // snapshot lists key's calls in queue order (all states but Done).
@@ -438,10 +497,18 @@ func (q *queues) snapshot(key fsm.SemKey) []WaiterInfo {
 	ws := q.bySem[key]
 	out := make([]WaiterInfo, len(ws))
 	for i, w := range ws {
-		out[i] = WaiterInfo{LeaseID: w.leaseID, Weight: w.weight, Metadata: w.md, State: w.state, Since: time.Unix(0, w.at), Deadline: time.Unix(0, w.at).Add(w.timeout), Seq: w.seq}
+		out[i] = w.info()
 	}
 	return out
 }
+
+func (w *waiter) info() WaiterInfo {
+	return WaiterInfo{LeaseID: w.leaseID, Weight: w.weight, Metadata: w.md, State: w.state, Since: time.Unix(0, w.at),
+		Deadline: time.Unix(0, w.at).Add(w.timeout), Seq: w.seq}
+}
+
+// nowMono is the local monotonic clock (waiters' own timing).
+func nowMono() time.Time { return time.Now() }
 
 // counts returns the number of waiters (decided to wait) per semaphore.
 func (q *queues) counts() map[fsm.SemKey]int {

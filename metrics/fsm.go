@@ -45,6 +45,11 @@ func (m *Metrics) count(cmd *fsmpb.Command, res *fsm.Result) {
 			m.grants.Inc()
 		}
 	}
+	for _, g := range res.LockGrants {
+		if g.Granted {
+			m.lockGrants.Inc()
+		}
+	}
 	if res.Err != nil {
 		// A refresh that finds its lease already expired reaps it and
 		// fails (NotFound): that is an expiry too.
@@ -61,6 +66,14 @@ func (m *Metrics) count(cmd *fsmpb.Command, res *fsm.Result) {
 	case *fsmpb.Command_Release:
 		if len(res.Freed) > 0 {
 			m.releases.Inc()
+		}
+	case *fsmpb.Command_AcquireLock:
+		if res.Acquired {
+			m.lockGrants.Inc()
+		}
+	case *fsmpb.Command_ReleaseLock:
+		if res.Released {
+			m.lockReleases.Inc()
 		}
 	case *fsmpb.Command_CreateLease:
 		m.leasesCreated.Inc()

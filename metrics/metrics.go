@@ -40,6 +40,7 @@ type Metrics struct {
 	outcomes [len(acquireOutcomeNames)]prometheus.Counter
 
 	grants, releases                                             prometheus.Counter
+	lockGrants, lockReleases                                     prometheus.Counter
 	leasesCreated, leasesRefreshed, leasesRevoked, leasesExpired prometheus.Counter
 	snapshotFailures                                             prometheus.Counter
 	snapshotBytes                                                prometheus.Gauge
@@ -81,6 +82,8 @@ func New() *Metrics {
 	const applied = " applied by this node's state machine since it started (entries it replays from its own log at a restart are not counted again)."
 	m.grants = counter("grants_total", "Holds granted (direct acquires and queued grants),"+applied)
 	m.releases = counter("releases_total", "Releases that dropped a hold,"+applied)
+	m.lockGrants = counter("lock_grants_total", "Lock holds granted (direct acquires, re-acquires, mode changes and queued grants),"+applied)
+	m.lockReleases = counter("lock_releases_total", "ReleaseLock calls that dropped a hold,"+applied)
 	m.leasesCreated = counter("leases_created_total", "Leases created,"+applied)
 	m.leasesRefreshed = counter("leases_refreshed_total", "Lease refreshes that extended a live lease,"+applied)
 	m.leasesRevoked = counter("leases_revoked_total", "Leases revoked by a client,"+applied)

@@ -14,13 +14,16 @@ import (
 // system holding dataDir.
 func (m *Metrics) RegisterState(f *fsm.FSM, dataDir string) error {
 	return m.Registry.Register(&stateCollector{f: f, dir: dataDir,
-		ns:     prometheus.NewDesc(Namespace+"_namespaces", "Namespaces in the state machine.", nil, nil),
-		sems:   prometheus.NewDesc(Namespace+"_semaphores", "Semaphores in the state machine.", nil, nil),
-		leases: prometheus.NewDesc(Namespace+"_leases", "Leases in the state machine (expired ones until reaped).", nil, nil),
-		hold:   prometheus.NewDesc(Namespace+"_holders", "Holds in the state machine.", nil, nil),
-		perm:   prometheus.NewDesc(Namespace+"_held_permits", "Permits held, summed over every semaphore.", nil, nil),
-		free:   prometheus.NewDesc(Namespace+"_data_dir_free_bytes", "Bytes available to Grackle on the data dir's file system.", nil, nil),
-		size:   prometheus.NewDesc(Namespace+"_data_dir_size_bytes", "Size of the data dir's file system.", nil, nil),
+		ns:         prometheus.NewDesc(Namespace+"_namespaces", "Namespaces in the state machine.", nil, nil),
+		sems:       prometheus.NewDesc(Namespace+"_semaphores", "Semaphores in the state machine.", nil, nil),
+		leases:     prometheus.NewDesc(Namespace+"_leases", "Leases in the state machine (expired ones until reaped).", nil, nil),
+		hold:       prometheus.NewDesc(Namespace+"_holders", "Holds in the state machine.", nil, nil),
+		perm:       prometheus.NewDesc(Namespace+"_held_permits", "Permits held, summed over every semaphore.", nil, nil),
+		lockLeases: prometheus.NewDesc(Namespace+"_lock_leases", "Lock leases in the state machine (part of grackle_leases).", nil, nil),
+		locks:      prometheus.NewDesc(Namespace+"_locks", "Held locks in the state machine.", nil, nil),
+		lockHold:   prometheus.NewDesc(Namespace+"_lock_holders", "Lock holds in the state machine.", nil, nil),
+		free:       prometheus.NewDesc(Namespace+"_data_dir_free_bytes", "Bytes available to Grackle on the data dir's file system.", nil, nil),
+		size:       prometheus.NewDesc(Namespace+"_data_dir_size_bytes", "Size of the data dir's file system.", nil, nil),
 	})
 }
 
@@ -28,10 +31,11 @@ type stateCollector struct {
 	f                                        *fsm.FSM
 	dir                                      string
 	ns, sems, leases, hold, perm, free, size *prometheus.Desc
+	lockLeases, locks, lockHold              *prometheus.Desc
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ns, c.sems, c.leases, c.hold, c.perm, c.free, c.size} {
+	for _, d := range []*prometheus.Desc{c.ns, c.sems, c.leases, c.hold, c.perm, c.free, c.size, c.lockLeases, c.locks, c.lockHold} {
 		ch <- d
 	}
 }
@@ -44,6 +48,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	g(c.leases, float64(n.Leases))
 	g(c.hold, float64(n.Holders))
 	g(c.perm, float64(c.f.HeldPermits()))
+	g(c.lockLeases, float64(n.LockLeases))
+	g(c.locks, float64(n.Locks))
+	g(c.lockHold, float64(n.LockHolders))
 	var st syscall.Statfs_t
 	if c.dir != "" && syscall.Statfs(c.dir, &st) == nil {
 		g(c.free, float64(st.Bavail)*float64(st.Bsize))

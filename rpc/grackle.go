@@ -149,7 +149,7 @@ func (s *Service) ListSemaphoreHolders(ctx context.Context, r *pb.ListSemaphoreH
 
 func (s *Service) AcquireSemaphore(ctx context.Context, r *pb.AcquireSemaphoreRequest) (*pb.AcquireSemaphoreResponse, error) {
 	if err := firstInvalid(fsm.ValidateName("namespace_name", r.NamespaceName), fsm.ValidateName("semaphore_name", r.SemaphoreName),
-		fsm.ValidateLeaseID("lease_id", r.LeaseId), fsm.ValidateWeight("weight", r.Weight),
+		fsm.ValidateLeaseKind("lease_id", r.LeaseId, false), fsm.ValidateWeight("weight", r.Weight),
 		checkTimeout("timeout_seconds", r.TimeoutSeconds, s.cfg.MaxTimeoutSeconds), fsm.ValidateMetadata("metadata", r.Metadata)); err != nil {
 		return nil, err
 	}
@@ -163,7 +163,7 @@ func (s *Service) AcquireSemaphore(ctx context.Context, r *pb.AcquireSemaphoreRe
 
 func (s *Service) ReleaseSemaphore(ctx context.Context, r *pb.ReleaseSemaphoreRequest) (*pb.ReleaseSemaphoreResponse, error) {
 	if err := firstInvalid(fsm.ValidateName("namespace_name", r.NamespaceName), fsm.ValidateName("semaphore_name", r.SemaphoreName),
-		fsm.ValidateLeaseID("lease_id", r.LeaseId)); err != nil {
+		fsm.ValidateLeaseKind("lease_id", r.LeaseId, false)); err != nil {
 		return nil, err
 	}
 	return serve(s, ctx, grackleRPC(r, pb.GrackleServiceClient.ReleaseSemaphore), func(t *leader.Term) (*pb.ReleaseSemaphoreResponse, error) {
@@ -192,7 +192,7 @@ func (s *Service) CreateSemaphoreLease(ctx context.Context, r *pb.CreateSemaphor
 }
 
 func (s *Service) GetSemaphoreLease(ctx context.Context, r *pb.GetSemaphoreLeaseRequest) (*pb.GetSemaphoreLeaseResponse, error) {
-	if err := firstInvalid(fsm.ValidateName("namespace_name", r.NamespaceName), fsm.ValidateLeaseID("lease_id", r.LeaseId)); err != nil {
+	if err := firstInvalid(fsm.ValidateName("namespace_name", r.NamespaceName), fsm.ValidateLeaseKind("lease_id", r.LeaseId, false)); err != nil {
 		return nil, err
 	}
 	return read(s, ctx, grackleRPC(r, pb.GrackleServiceClient.GetSemaphoreLease), func(now int64) (*pb.GetSemaphoreLeaseResponse, error) {
@@ -202,7 +202,7 @@ func (s *Service) GetSemaphoreLease(ctx context.Context, r *pb.GetSemaphoreLease
 }
 
 func (s *Service) RefreshSemaphoreLease(ctx context.Context, r *pb.RefreshSemaphoreLeaseRequest) (*pb.RefreshSemaphoreLeaseResponse, error) {
-	if err := firstInvalid(fsm.ValidateName("namespace_name", r.NamespaceName), fsm.ValidateLeaseID("lease_id", r.LeaseId),
+	if err := firstInvalid(fsm.ValidateName("namespace_name", r.NamespaceName), fsm.ValidateLeaseKind("lease_id", r.LeaseId, false),
 		fsm.ValidateTTL("ttl_seconds", r.TtlSeconds, s.cfg.Limits.MaxTTLSeconds)); err != nil {
 		return nil, err
 	}
@@ -215,7 +215,7 @@ func (s *Service) RefreshSemaphoreLease(ctx context.Context, r *pb.RefreshSemaph
 }
 
 func (s *Service) RevokeSemaphoreLease(ctx context.Context, r *pb.RevokeSemaphoreLeaseRequest) (*pb.RevokeSemaphoreLeaseResponse, error) {
-	if err := firstInvalid(fsm.ValidateName("namespace_name", r.NamespaceName), fsm.ValidateLeaseID("lease_id", r.LeaseId)); err != nil {
+	if err := firstInvalid(fsm.ValidateName("namespace_name", r.NamespaceName), fsm.ValidateLeaseKind("lease_id", r.LeaseId, false)); err != nil {
 		return nil, err
 	}
 	return serve(s, ctx, grackleRPC(r, pb.GrackleServiceClient.RevokeSemaphoreLease), func(t *leader.Term) (*pb.RevokeSemaphoreLeaseResponse, error) {

@@ -40,7 +40,7 @@ type Config struct {
 	ApplyTimeout time.Duration
 	// ExpireBatch bounds the leases one expiry command reaps.
 	ExpireBatch int32
-	// MaxWaiters bounds the queued waiters per semaphore.
+	// MaxWaiters bounds the queued waiters per semaphore and per lock.
 	MaxWaiters int
 	// Contacts is the node's record of each peer's last answered
 	// AppendEntries (raftnode.Contacts): the membership checks' source of

@@ -12,7 +12,8 @@ import (
 const auditMaxIDs = 100
 
 // auditor writes the audit trail: one structured line (logger "audit",
-// level info) per lease revoke, per expiry batch and per membership
+// level info) per lease revoke (either kind), per expiry batch, per
+// DeleteLock that dropped holders, and per membership
 // change and per access-control change, with the ids involved and the
 // Raft index that made it so (a token's id, role and namespace: never its
 // secret nor the secret's hash).
@@ -40,7 +41,7 @@ func (a *auditor) line(index uint64, cmd *fsmpb.Command, res *fsm.Result) {
 	case *fsmpb.Command_RevokeLease:
 		if res.Err == nil {
 			a.log.Info("lease revoked", "index", index, "namespace", op.RevokeLease.GetNamespaceName(),
-				"lease_id", op.RevokeLease.GetLeaseId(), "freed_semaphores", len(res.Freed))
+				"lease_id", op.RevokeLease.GetLeaseId(), "freed_semaphores", len(res.Freed), "freed_locks", len(res.FreedLocks))
 		}
 	case *fsmpb.Command_ExpireLeases, *fsmpb.Command_RefreshLease:
 		if len(res.RemovedLeases) == 0 {
@@ -54,7 +55,12 @@ func (a *auditor) line(index uint64, cmd *fsmpb.Command, res *fsm.Result) {
 			ids = append(ids, l.Namespace+"/"+l.LeaseID)
 		}
 		a.log.Info("leases expired", "index", index, "count", len(res.RemovedLeases), "leases", ids,
-			"listed", len(ids), "freed_semaphores", len(res.Freed))
+			"listed", len(ids), "freed_semaphores", len(res.Freed), "freed_locks", len(res.FreedLocks))
+	case *fsmpb.Command_DeleteLock:
+		if res.Err == nil && res.Released {
+			a.log.Info("lock deleted (holders dropped)", "index", index, "namespace", op.DeleteLock.GetNamespaceName(),
+				"lock", op.DeleteLock.GetLockName())
+		}
 	case *fsmpb.Command_DeleteNamespace:
 		if res.Err == nil && len(res.RemovedLeases) > 0 {
 			a.log.Info("leases removed with their namespace", "index", index, "namespace", op.DeleteNamespace.GetName(),

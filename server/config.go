@@ -44,6 +44,9 @@ type Config struct {
 	// proposed (default 10,000): beyond, a write answers ResourceExhausted
 	// (reason OVERLOADED) at once instead of growing the queue.
 	MaxQueuedProposals int
+	// MaxWaiters bounds the queued waiters of one semaphore and of one
+	// lock (default 10,000): beyond, an acquire answers ResourceExhausted.
+	MaxWaiters int
 	// PackHold (default 4 ms; negative: off) and PackHoldIdle (default
 	// 1 ms): when an entry commits, the writes queued meanwhile wait for
 	// its callers' next writes to share the next entry, at most PackHold,

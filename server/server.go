@@ -208,7 +208,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	peerConns := peerconn.New(grpc.WithTransportCredentials(sec.peerDialCreds()))
 	api := rpc.New(rpc.Config{
 		NodeID: cfg.NodeID, GRPCAddress: grpcAdv, RaftAddress: string(node.Addr), InitialGRPC: initialGRPC,
-		Limits: cfg.Limits, MaxTimeoutSeconds: cfg.MaxTimeoutSeconds, MaxQueuedProposals: cfg.MaxQueuedProposals,
+		Limits: cfg.Limits, MaxTimeoutSeconds: cfg.MaxTimeoutSeconds, MaxQueuedProposals: cfg.MaxQueuedProposals, MaxWaiters: cfg.MaxWaiters,
 		PackHold: cfg.PackHold, PackHoldIdle: cfg.PackHoldIdle,
 		LeaseGrace: cfg.ElectionTimeout * 2,
 		Clock:      cfg.Clock,

@@ -29,6 +29,14 @@ func (a grackleAPI) WatchSemaphore(r *pb.WatchSemaphoreRequest, st grpc.ServerSt
 	return a.watch.WatchSemaphore(r, st)
 }
 
+func (a grackleAPI) ListLockWaiters(ctx context.Context, r *pb.ListLockWaitersRequest) (*pb.ListLockWaitersResponse, error) {
+	return a.watch.ListLockWaiters(ctx, r)
+}
+
+func (a grackleAPI) WatchLock(r *pb.WatchLockRequest, st grpc.ServerStreamingServer[pb.WatchLockResponse]) error {
+	return a.watch.WatchLock(r, st)
+}
+
 // uiBackend is the web view's view of the API: a Go client of this node
 // (it follows the leader like any client), made on the first page load.
 // It carries no token of its own: each page request passes the browser's.
@@ -58,6 +66,19 @@ func (q leaderQueues) Waiters(ns, sem string) []watch.QueuedWaiter {
 		}
 		out = append(out, watch.QueuedWaiter{Seq: w.Seq, LeaseID: w.LeaseID, Weight: w.Weight,
 			Since: w.Since.UnixNano(), Deadline: w.Deadline.UnixNano()})
+	}
+	return out
+}
+
+func (q leaderQueues) LockWaiters(ns, lock string) []watch.QueuedWaiter {
+	ws := q.t.LockWaiters(ns, lock)
+	out := make([]watch.QueuedWaiter, 0, len(ws))
+	for _, w := range ws {
+		if w.State == leader.Proposed {
+			continue
+		}
+		out = append(out, watch.QueuedWaiter{Seq: w.Seq, LeaseID: w.LeaseID, Since: w.Since.UnixNano(), Deadline: w.Deadline.UnixNano(),
+			Exclusive: w.Exclusive, Upgrade: w.Upgrade})
 	}
 	return out
 }
@@ -106,8 +127,14 @@ func (os observers) ReadRoundEvent(e leader.ReadRoundEvent) {
 // queueFeed wakes the watchers of a semaphore whose queue changed.
 type queueFeed struct{ feed *watch.Feed }
 
-func (q queueFeed) WaiterEvent(e leader.WaiterEvent) { q.feed.QueueChanged(e.Key) }
-func (queueFeed) ExpiryEvent(leader.ExpiryEvent)     {}
+func (q queueFeed) WaiterEvent(e leader.WaiterEvent) {
+	if e.Lock != "" {
+		q.feed.QueueChanged(watch.LockKey(e.Key.Namespace, e.Lock))
+		return
+	}
+	q.feed.QueueChanged(e.Key)
+}
+func (queueFeed) ExpiryEvent(leader.ExpiryEvent) {}
 
 // selfDialAddr is an address this node can dial itself at: a wildcard
 // bind (0.0.0.0, [::]) is dialed on loopback, which is also a name its

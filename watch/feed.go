@@ -232,7 +232,7 @@ func (fd *Feed) dispatchCommand(cmd *fsmpb.Command, res *fsm.Result) {
 	if len(fd.subs) == 0 {
 		return
 	}
-	keys := Touched(cmd, res, fd.fsm.LeaseHolds)
+	keys := Touched(cmd, res, fd.leaseHolds)
 	for i, k := range keys {
 		if slices.Contains(keys[:i], k) {
 			continue
@@ -264,6 +264,7 @@ func Touched(cmd *fsmpb.Command, res *fsm.Result, leaseHolds func(ns, lease stri
 		add(op.Release.GetNamespaceName(), op.Release.GetSemaphoreName())
 	case *fsmpb.Command_RefreshLease:
 		if leaseHolds != nil {
+			// A lock lease's "holds" are lock feed keys already (LockKey).
 			for _, sem := range leaseHolds(op.RefreshLease.GetNamespaceName(), op.RefreshLease.GetLeaseId()) {
 				add(op.RefreshLease.GetNamespaceName(), sem)
 			}
@@ -272,6 +273,7 @@ func Touched(cmd *fsmpb.Command, res *fsm.Result, leaseHolds func(ns, lease stri
 	for _, g := range cmd.GetGrants() {
 		add(g.GetNamespaceName(), g.GetSemaphoreName())
 	}
+	out = append(out, touchedLocks(cmd, res)...)
 	if res != nil {
 		out = append(out, res.Freed...)
 		out = append(out, res.RemovedSemaphores...)

@@ -37,12 +37,16 @@ type QueuedWaiter struct {
 	Weight   int64
 	Since    int64 // Unix ns, when the call reached the leader
 	Deadline int64 // Unix ns, when it gives up
+	// A lock waiter's mode, and whether it upgrades a shared hold.
+	Exclusive, Upgrade bool
 }
 
 // Queues is the leader's read-only view of its waiter queues.
 type Queues interface {
 	// Waiters copies a semaphore's queue, head first.
 	Waiters(ns, sem string) []QueuedWaiter
+	// LockWaiters copies the calls waiting on one lock, in queue order.
+	LockWaiters(ns, lock string) []QueuedWaiter
 }
 
 // Config configures the service.

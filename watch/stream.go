@@ -24,10 +24,36 @@ func (s *Service) WatchSemaphore(r *pb.WatchSemaphoreRequest, stream grpc.Server
 	if err := validate(r.NamespaceName, r.SemaphoreName); err != nil {
 		return err
 	}
+	key := fsm.SemKey{Namespace: r.NamespaceName, Semaphore: r.SemaphoreName}
+	return serveWatch(s, stream, key, "semaphore", r.SemaphoreName,
+		func(ctx context.Context) (*pb.WatchSemaphoreResponse, error) { return s.state(ctx, key) },
+		func(m *pb.WatchSemaphoreResponse, initial bool, changes uint64) {
+			m.Initial, m.Changes = initial, changes
+		},
+		func(ctx context.Context, cc grpc.ClientConnInterface, o ...grpc.CallOption) (grpc.ServerStreamingClient[pb.WatchSemaphoreResponse], error) {
+			return pb.NewGrackleServiceClient(cc).WatchSemaphore(ctx, r, o...)
+		})
+}
+
+// watchMsg is a watch stream's message (a pointer to M): a whole state as
+// of a Raft index.
+type watchMsg[M any] interface {
+	*M
+	GetRaftIndex() uint64
+}
+
+// serveWatch runs one watch stream of the object the feed knows as key
+// (kind and name for logs): on the leader, the state read by read first,
+// then after every change; on a follower, the leader's stream relayed
+// (open opens it there). mark sets a message's initial flag and count of
+// changes.
+func serveWatch[M any, P watchMsg[M]](s *Service, stream grpc.ServerStreamingServer[M], key fsm.SemKey, kind, name string,
+	read func(context.Context) (P, error), mark func(m P, initial bool, changes uint64),
+	open func(context.Context, grpc.ClientConnInterface, ...grpc.CallOption) (grpc.ServerStreamingClient[M], error)) error {
 	ctx := stream.Context()
 	term := s.lead.Current()
 	if term == nil {
-		return s.relayWatch(ctx, r, stream)
+		return relayWatch(s, stream, open)
 	}
 	if s.feed.Subscribers() >= s.cfg.MaxWatchers {
 		return status.Errorf(codes.ResourceExhausted, "watchers: limit of %d streams on node %s reached", s.cfg.MaxWatchers, s.cfg.NodeID)
@@ -38,7 +64,6 @@ func (s *Service) WatchSemaphore(r *pb.WatchSemaphoreRequest, stream grpc.Server
 	if err := s.authorize(ctx); err != nil {
 		return err
 	}
-	key := fsm.SemKey{Namespace: r.NamespaceName, Semaphore: r.SemaphoreName}
 	// Subscribe before the first read: no change can fall between them.
 	sub := s.feed.Subscribe(key)
 	defer s.feed.Unsubscribe(sub)
@@ -46,12 +71,12 @@ func (s *Service) WatchSemaphore(r *pb.WatchSemaphoreRequest, stream grpc.Server
 	// One goroutine sends, so that a watcher that stops reading (its
 	// stream blocked in Send) can be cut off: the loop below never blocks
 	// on it and returns ResourceExhausted once a send has stalled too long.
-	out := make(chan *pb.WatchSemaphoreResponse)
+	out := make(chan P)
 	sent := make(chan error, 1)
 	defer close(out)
 	go func() {
 		for m := range out {
-			err := stream.Send(m)
+			err := stream.Send((*M)(m))
 			sent <- err
 			if err != nil {
 				return
@@ -67,7 +92,7 @@ func (s *Service) WatchSemaphore(r *pb.WatchSemaphoreRequest, stream grpc.Server
 	for {
 		if dirty && !busy {
 			changes, queue := sub.Take()
-			m, err := s.state(ctx, key)
+			m, err := read(ctx)
 			if err != nil {
 				return err
 			}
@@ -75,10 +100,10 @@ func (s *Service) WatchSemaphore(r *pb.WatchSemaphoreRequest, stream grpc.Server
 			// An apply that this stream's first read already saw wakes it
 			// once more: nothing new, nothing sent. A queue change has no
 			// entry of its own: it is sent with the index it sees.
-			if initial || m.RaftIndex > lastIndex || queue {
-				m.Initial, initial = initial, false
-				m.Changes = max(changes, 1)
-				lastIndex = m.RaftIndex
+			if initial || m.GetRaftIndex() > lastIndex || queue {
+				mark(m, initial, max(changes, 1))
+				initial = false
+				lastIndex = m.GetRaftIndex()
 				out <- m
 				busy = true
 				stall.Reset(s.cfg.StallTimeout)
@@ -94,7 +119,7 @@ func (s *Service) WatchSemaphore(r *pb.WatchSemaphoreRequest, stream grpc.Server
 			busy = false
 			stall.Stop()
 		case <-stall.C:
-			s.log.Warn("watcher cut off: it took no message for too long", "semaphore", key.Semaphore, "stall", s.cfg.StallTimeout)
+			s.log.Warn("watcher cut off: it took no message for too long", kind, name, "stall", s.cfg.StallTimeout)
 			return apierr.New(codes.ResourceExhausted, apierr.WatchStalled, s.cfg.NodeID, apierr.Leader{},
 				fmt.Sprintf("watch: the stream took no message for %v (a slow watcher is cut off so it never holds the leader back); reopen it to read the whole state again", s.cfg.StallTimeout))
 		case <-term.Done():
@@ -139,7 +164,9 @@ func (s *Service) state(ctx context.Context, key fsm.SemKey) (*pb.WatchSemaphore
 // relayWatch serves a watch on a follower by relaying the leader's stream;
 // the leader's end (Unavailable on a leader change, with its trailer) is
 // passed on as it is.
-func (s *Service) relayWatch(ctx context.Context, r *pb.WatchSemaphoreRequest, stream grpc.ServerStreamingServer[pb.WatchSemaphoreResponse]) error {
+func relayWatch[M any](s *Service, stream grpc.ServerStreamingServer[M],
+	open func(context.Context, grpc.ClientConnInterface, ...grpc.CallOption) (grpc.ServerStreamingClient[M], error)) error {
+	ctx := stream.Context()
 	cc, l, err := s.leaderConn(ctx)
 	if err != nil {
 		return err
@@ -147,7 +174,7 @@ func (s *Service) relayWatch(ctx context.Context, r *pb.WatchSemaphoreRequest, s
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var tr metadata.MD
-	up, err := pb.NewGrackleServiceClient(cc).WatchSemaphore(peerconn.Forward(ctx), r, grpc.Trailer(&tr))
+	up, err := open(peerconn.Forward(ctx), cc, grpc.Trailer(&tr))
 	if err != nil {
 		return s.relayed(stream.Context(), err, l)
 	}

@@ -75,12 +75,16 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.Int64Var(&cfg.Limits.MaxHoldersPerSemaphore, "max-holders-per-semaphore", cfg.Limits.MaxHoldersPerSemaphore, "most holders of one semaphore")
 	fs.Int64Var(&cfg.Limits.MaxPermits, "max-permits", cfg.Limits.MaxPermits, "largest permits of a semaphore")
 	fs.Int64Var(&cfg.Limits.MaxTTLSeconds, "max-ttl-seconds", cfg.Limits.MaxTTLSeconds, "largest lease ttl_seconds")
+	fs.Int64Var(&cfg.Limits.MaxLocksPerNamespace, "max-locks-per-namespace", cfg.Limits.MaxLocksPerNamespace, "most held locks in one namespace")
+	fs.Int64Var(&cfg.Limits.MaxLockLeasesPerNamespace, "max-lock-leases-per-namespace", cfg.Limits.MaxLockLeasesPerNamespace, "most lock leases in one namespace")
+	fs.Int64Var(&cfg.Limits.MaxHoldersPerLock, "max-holders-per-lock", cfg.Limits.MaxHoldersPerLock, "most (shared) holders of one lock")
 	fs.Int64Var(&cfg.MaxTimeoutSeconds, "max-timeout-seconds", cfg.MaxTimeoutSeconds, "largest AcquireSemaphore timeout_seconds")
 	durationVar(fs, &cfg.WatchStallTimeout, "watch-stall-timeout", cfg.WatchStallTimeout, "a WatchSemaphore stream that takes no message for this long is cut off (0: 10s)")
 	fs.IntVar(&cfg.MaxWatchers, "max-watchers", cfg.MaxWatchers, "most WatchSemaphore streams one node serves (0: 10,000)")
 	durationVar(fs, &cfg.MemberProbeTimeout, "member-probe-timeout", cfg.MemberProbeTimeout, "each member's probe in a cluster status with probe_members (grackle cluster status); a slower member shows as unreachable (0: 750ms)")
 	durationVar(fs, &cfg.PackHold, "pack-hold", cfg.PackHold, "when an entry commits, the writes queued meanwhile wait at most this long for its callers' next writes, to share one entry (0: 4ms; negative: off)")
 	durationVar(fs, &cfg.PackHoldIdle, "pack-hold-idle", cfg.PackHoldIdle, "that wait ends once no write has arrived for this long (0: 1ms)")
+	fs.IntVar(&cfg.MaxWaiters, "max-waiters", cfg.MaxWaiters, "most queued waiters of one semaphore or one lock; beyond, an acquire answers ResourceExhausted (0: 10,000)")
 	fs.IntVar(&cfg.MaxQueuedProposals, "max-queued-proposals", cfg.MaxQueuedProposals, "most writes waiting on the leader to be proposed; beyond, writes answer ResourceExhausted (OVERLOADED) (0: 10,000)")
 
 	durationVar(fs, &cfg.HeartbeatTimeout, "heartbeat-timeout", cfg.HeartbeatTimeout, "Raft heartbeat timeout")
@@ -131,6 +135,9 @@ func checkServerConfig(cfg server.Config) error {
 		{"max-holders-per-semaphore", cfg.Limits.MaxHoldersPerSemaphore},
 		{"max-permits", cfg.Limits.MaxPermits},
 		{"max-ttl-seconds", cfg.Limits.MaxTTLSeconds},
+		{"max-locks-per-namespace", cfg.Limits.MaxLocksPerNamespace},
+		{"max-lock-leases-per-namespace", cfg.Limits.MaxLockLeasesPerNamespace},
+		{"max-holders-per-lock", cfg.Limits.MaxHoldersPerLock},
 		{"max-timeout-seconds", cfg.MaxTimeoutSeconds},
 		{"heartbeat-timeout", int64(cfg.HeartbeatTimeout)},
 		{"promote-after", int64(cfg.PromoteAfter)},

@@ -49,6 +49,10 @@ var allServerArgs = []string{
 	"--max-holders-per-semaphore", "14",
 	"--max-permits", "15",
 	"--max-ttl-seconds", "16",
+	"--max-locks-per-namespace", "22",
+	"--max-lock-leases-per-namespace", "23",
+	"--max-holders-per-lock", "24",
+	"--max-waiters", "25",
 	"--max-timeout-seconds", "17",
 	"--watch-stall-timeout", "19s",
 	"--max-watchers", "18",
@@ -105,6 +109,10 @@ func allServerConfig() server.Config {
 	want.Limits.MaxHoldersPerSemaphore = 14
 	want.Limits.MaxPermits = 15
 	want.Limits.MaxTTLSeconds = 16
+	want.Limits.MaxLocksPerNamespace = 22
+	want.Limits.MaxLockLeasesPerNamespace = 23
+	want.Limits.MaxHoldersPerLock = 24
+	want.MaxWaiters = 25
 	want.MaxTimeoutSeconds = 17
 	want.WatchStallTimeout = 19 * time.Second
 	want.MaxWatchers = 18

@@ -1,0 +1,173 @@
+package watch
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/grackle-coord/grackle/fsm"
+	"github.com/grackle-coord/grackle/internal/peerconn"
+	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
+)
+
+// Locks are watched through the same feed as semaphores: a lock's feed key
+// is a SemKey whose name is "/" and the lock's name. No semaphore name
+// contains '/', and no lock name starts with one, so the two never meet.
+
+// LockKey is the feed key of a lock.
+func LockKey(ns, lock string) fsm.SemKey { return fsm.SemKey{Namespace: ns, Semaphore: "/" + lock} }
+
+// touchedLocks lists the feed keys of the locks an applied command may
+// have changed.
+func touchedLocks(cmd *fsmpb.Command, res *fsm.Result) []fsm.SemKey {
+	var out []fsm.SemKey
+	switch op := cmd.GetOp().(type) {
+	case *fsmpb.Command_AcquireLock:
+		g := op.AcquireLock.GetGrant()
+		out = append(out, LockKey(g.GetNamespaceName(), g.GetLockName()))
+	case *fsmpb.Command_ReleaseLock:
+		out = append(out, LockKey(op.ReleaseLock.GetNamespaceName(), op.ReleaseLock.GetLockName()))
+	case *fsmpb.Command_DeleteLock:
+		out = append(out, LockKey(op.DeleteLock.GetNamespaceName(), op.DeleteLock.GetLockName()))
+	}
+	for _, g := range cmd.GetLockGrants() {
+		out = append(out, LockKey(g.GetNamespaceName(), g.GetLockName()))
+	}
+	if res != nil {
+		for _, k := range res.FreedLocks {
+			out = append(out, LockKey(k.Namespace, k.Lock))
+		}
+	}
+	return out
+}
+
+// leaseHolds names what a lease holds, as feed key names: a semaphore
+// lease's semaphores, a lock lease's locks (a refresh moves their holders'
+// expires_at).
+func (fd *Feed) leaseHolds(ns, lease string) []string {
+	if !fsm.IsLockLeaseID(lease) {
+		return fd.fsm.LeaseHolds(ns, lease)
+	}
+	locks := fd.fsm.LeaseLocks(ns, lease)
+	for i, l := range locks {
+		locks[i] = "/" + l
+	}
+	return locks
+}
+
+func validateLock(ns, lock string) error {
+	for _, e := range []error{fsm.ValidateName("namespace_name", ns), fsm.ValidateLockName("lock_name", lock)} {
+		if e != nil {
+			return statusOf(e)
+		}
+	}
+	return nil
+}
+
+// ListLockWaiters pages through the calls waiting on one lock, on the
+// leader (a follower relays it).
+func (s *Service) ListLockWaiters(ctx context.Context, r *pb.ListLockWaitersRequest) (*pb.ListLockWaitersResponse, error) {
+	if err := validateLock(r.NamespaceName, r.LockName); err != nil {
+		return nil, err
+	}
+	limit, err := fsm.ValidateLimit(r.Limit)
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	cur, err := decodeToken(r.PaginationToken)
+	if err != nil {
+		return nil, err
+	}
+	term := s.lead.Current()
+	if term == nil {
+		cc, l, err := s.leaderConn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var tr metadata.MD
+		out, err := pb.NewGrackleServiceClient(cc).ListLockWaiters(peerconn.Forward(ctx), r, grpc.Trailer(&tr))
+		relayTrailer(ctx, tr)
+		return out, s.relayed(ctx, err, l)
+	}
+	if err := term.Ready(ctx); err != nil {
+		return nil, s.notReady(ctx, err)
+	}
+	if err := s.authorize(ctx); err != nil {
+		return nil, err
+	}
+	// The namespace must exist (as every List answers NotFound otherwise).
+	if _, err := s.fsm.GetLock(r.NamespaceName, r.LockName, s.cfg.Now()); err != nil {
+		return nil, statusOf(err)
+	}
+	q, err := s.queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	all := q.LockWaiters(r.NamespaceName, r.LockName)
+	from, to := pageBounds(all, cur, limit)
+	out := &pb.ListLockWaitersResponse{Waiters: s.describeLock(r.NamespaceName, all[from:to], from)}
+	if to < len(all) {
+		out.NextPaginationToken = encodeToken(false, all[to-1].Seq)
+	}
+	if from > 0 {
+		out.PreviousPaginationToken = encodeToken(true, all[from].Seq)
+	}
+	return out, nil
+}
+
+func (s *Service) describeLock(ns string, ws []QueuedWaiter, from int) []*pb.LockWaiter {
+	if len(ws) == 0 {
+		return nil
+	}
+	ids := make([]string, len(ws))
+	for i, w := range ws {
+		ids[i] = w.LeaseID
+	}
+	procs := s.fsm.LeaseProcesses(ns, ids)
+	out := make([]*pb.LockWaiter, len(ws))
+	for i, w := range ws {
+		out[i] = &pb.LockWaiter{LeaseId: w.LeaseID, ProcessId: procs[i], Exclusive: w.Exclusive, Upgrade: w.Upgrade,
+			Position: int64(from + i + 1), WaitingSince: w.Since, Deadline: w.Deadline}
+	}
+	return out
+}
+
+// WatchLock streams a lock's state (holders and waiters) as WatchSemaphore
+// does a semaphore's.
+func (s *Service) WatchLock(r *pb.WatchLockRequest, stream grpc.ServerStreamingServer[pb.WatchLockResponse]) error {
+	if err := validateLock(r.NamespaceName, r.LockName); err != nil {
+		return err
+	}
+	return serveWatch(s, stream, LockKey(r.NamespaceName, r.LockName), "lock", r.LockName,
+		func(ctx context.Context) (*pb.WatchLockResponse, error) {
+			return s.lockState(ctx, r.NamespaceName, r.LockName)
+		},
+		func(m *pb.WatchLockResponse, initial bool, changes uint64) { m.Initial, m.Changes = initial, changes },
+		func(ctx context.Context, cc grpc.ClientConnInterface, o ...grpc.CallOption) (grpc.ServerStreamingClient[pb.WatchLockResponse], error) {
+			return pb.NewGrackleServiceClient(cc).WatchLock(ctx, r, o...)
+		})
+}
+
+func (s *Service) lockState(ctx context.Context, ns, lock string) (*pb.WatchLockResponse, error) {
+	l, idx, err := s.fsm.LockView(ns, lock, s.cfg.Now())
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	if len(l.Holders) > MaxListed {
+		l.Holders = l.Holders[:MaxListed]
+	}
+	m := &pb.WatchLockResponse{RaftIndex: idx, Lock: l}
+	q, err := s.queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	all := q.LockWaiters(ns, lock)
+	m.WaitersCount = int64(len(all))
+	if len(all) > MaxListed {
+		all = all[:MaxListed]
+	}
+	m.Waiters = s.describeLock(ns, all, 0)
+	return m, nil
+}
