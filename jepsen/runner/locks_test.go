@@ -92,6 +92,11 @@ func TestLockWorkloadAgainstServer(t *testing.T) {
 		counts[o.Kind+":"+o.Outcome+o.AcquireOutcome]++
 	}
 	t.Logf("%d ops: %v", len(h.Ops), counts)
+	for _, o := range h.Ops {
+		if o.Outcome != history.OK {
+			t.Logf("  %s", check.FormatOp(o))
+		}
+	}
 	rs := lockResults(h)
 	for _, name := range []string{check.NameLockSafety, check.NameLockFencing, check.NameLockLost, check.NameLockFIFO, check.NameAccess} {
 		r := rs[name]
