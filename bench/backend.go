@@ -24,6 +24,10 @@ type Backend interface {
 	// CommitIndex is the leader's commit position (Raft index), from which
 	// the commits per operation are counted.
 	CommitIndex(ctx context.Context) (uint64, error)
+	// NewLockSession creates a lease that owns exclusive locks (Grackle: a
+	// lock lease; etcd: a concurrency.Session) with the given TTL for
+	// worker w, kept alive at TTL/3 until Close.
+	NewLockSession(ctx context.Context, w int, ttl time.Duration) (LockSession, error)
 }
 
 // Session is one lease and the acquisitions made under it.
@@ -41,11 +45,26 @@ type Session interface {
 	Close(ctx context.Context) error
 }
 
+// LockSession is one lease and the exclusive locks taken under it. Locks
+// need no create call: a name is a lock.
+type LockSession interface {
+	// Lock takes the exclusive lock, waiting up to timeout for it (0: not
+	// at all; not getting it is an error).
+	Lock(ctx context.Context, name string, timeout time.Duration) (Grant, error)
+	// Unlock releases it; releasing a lock the session does not hold is an
+	// error where the backend can tell.
+	Unlock(ctx context.Context, name string) error
+	// Touch is one replicated write that changes nothing a workload reads.
+	Touch(ctx context.Context) error
+	// Close revokes the lease (and so releases what it holds).
+	Close(ctx context.Context) error
+}
+
 // Grant describes an acquisition.
 type Grant struct {
-	// Based orders the grants of a semaphore: it increases with every
-	// grant (Grackle: the fencing token; etcd: the revision the grant was
-	// decided at). The handoff workload pairs each grant with the release
+	// Based orders the grants of a semaphore or lock: it increases with
+	// every grant (Grackle: the fencing token; etcd: the revision the grant
+	// was decided at). The handoff workload pairs each grant with the release
 	// of the grant before it.
 	Based uint64
 	// Expires is when the holder's lease expires unless refreshed.

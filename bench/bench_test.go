@@ -51,23 +51,24 @@ func TestEveryWorkloadRuns(t *testing.T) {
 			t.Errorf("%s: ops %d errors %d (last: %s)", r.Workload, r.Ops, r.Errors, r.LastError)
 		}
 		switch r.Workload {
-		case "pairs":
+		case "pairs", "locks":
 			if r.Latency["acquire"].N == 0 || r.Latency["release"].N == 0 {
-				t.Errorf("pairs: no latencies: %+v", r.Latency)
+				t.Errorf("%s: no latencies: %+v", r.Workload, r.Latency)
 			}
 			// Two commands per pair, fewer entries when the leader packs them.
 			if c, ok := r.Metrics.Get("commits_per_op"); !ok || c <= 0 || c > 2.2 {
-				t.Errorf("pairs: commits per pair %v (%v), want above 0 and at most 2", c, ok)
+				t.Errorf("%s: commits per pair %v (%v), want above 0 and at most 2", r.Workload, c, ok)
 			}
-		case "handoff":
-			// One permit, four workers in FIFO order: every grant but the
-			// run's first follows a release of another worker.
+		case "handoff", "lockhandoff":
+			// One permit (one exclusive lock), four workers in FIFO order:
+			// every grant but the run's first follows a release of another
+			// worker.
 			h := r.Latency["handoff"]
 			if h.N < r.Ops-1 {
-				t.Errorf("handoff: %d of %d grants paired with a release", h.N, r.Ops)
+				t.Errorf("%s: %d of %d grants paired with a release", r.Workload, h.N, r.Ops)
 			}
 			if f, _ := r.Metrics.Get("self_handoff_frac"); f != 0 {
-				t.Errorf("handoff: self hand-off share %v, want 0 (FIFO)", f)
+				t.Errorf("%s: self hand-off share %v, want 0 (FIFO)", r.Workload, f)
 			}
 		case "expiry":
 			if r.Latency["lateness"].N != 3 {
@@ -80,7 +81,8 @@ func TestEveryWorkloadRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + tbl.String())
-	for _, want := range []string{"acquire+release pairs/s", "acquisitions/s", "leases/s", "reads/s", "lateness"} {
+	for _, want := range []string{"acquire+release pairs/s", "acquisitions/s", "leases/s", "reads/s", "lateness",
+		"| locks | acquire+release pairs/s", "| lockhandoff | hand-off p99 ms"} {
 		if !strings.Contains(tbl.String(), want) {
 			t.Errorf("table lacks %q", want)
 		}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make compare-bench: every workload of `grackle bench` (pairs, handoff,
-# leases, reads, expiry; see docs/PERFORMANCE.md) against a 3-node Grackle
-# and a 3-node etcd (Debian's etcd-server, installed when missing), on
+# leases, reads, expiry, locks, lockhandoff; see docs/PERFORMANCE.md)
+# against a 3-node Grackle and a 3-node etcd (Debian's etcd-server,
+# installed when missing; locks against etcd's concurrency.Mutex), on
 # loopback, fsync on, in one invocation, interleaved workload by workload
 # (each workload of each run on a fresh Grackle cluster and a fresh etcd
 # cluster back to back, the side that goes first alternating from run to
@@ -11,6 +12,7 @@
 #   make compare-bench                       # DUR=10s WARMUP=2s RUNS=2
 #   DUR=3s WARMUP=1s RUNS=1 make compare-bench
 #   WORKLOADS=pairs,reads ETCD=0 make compare-bench
+#   DUR=5s WARMUP=1s RUNS=1 WORKLOADS=locks,lockhandoff make compare-bench
 #   SPREAD_READS=0 make compare-bench        # reads to the leader only
 #   ETCD=0 SERVER_FLAGS="--raft-log-store bolt" make compare-bench   # another server setting
 #
@@ -113,7 +115,7 @@ etcd_cluster() {
 
 common=(--duration "$DUR" --warmup "$WARMUP" --runs 1 -o json)
 all_w=$WORKLOADS
-[ "$all_w" = all ] && all_w=pairs,handoff,leases,reads,expiry
+[ "$all_w" = all ] && all_w=pairs,handoff,leases,reads,expiry,locks,lockhandoff
 IFS=, read -r -a wl <<<"$all_w"
 # bench_one LABEL RUN WORKLOAD CMD...: one workload against $EPS; CMD takes
 # a comma-separated workload list (grackle bench all, etcdbench).

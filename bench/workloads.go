@@ -27,20 +27,26 @@ import (
 //	         rate = reads/s
 //	expiry   holders whose lease expires while another lease waits; the
 //	         lateness is the waiter's ACQUIRED time minus expires_at
-var Workloads = []string{"pairs", "handoff", "leases", "reads", "expiry"}
+//	locks    pairs with locks: every worker has its own lock lease and
+//	         its own exclusive lock and loops acquire then release;
+//	         rate = pairs/s
+//	lockhandoff
+//	         handoff with locks: one exclusive lock, 8 workers loop
+//	         acquire, hold 1 ms, release; figures as handoff's
+var Workloads = []string{"pairs", "handoff", "leases", "reads", "expiry", "locks", "lockhandoff"}
 
 // Options configure the workloads; the flags are the same for every
 // target (Register).
 type Options struct {
 	Target     string
-	Workers    int // 0: 64, or 8 for handoff
+	Workers    int // 0: 64, or 8 for handoff and lockhandoff
 	Warmup     time.Duration
 	Duration   time.Duration
 	Runs       int
 	FirstRun   int           // the number of the first run (to interleave targets run by run)
 	TTL        time.Duration // lease TTL of the workers
 	Permits    int64         // 0: 10, or 1 for handoff
-	Hold       time.Duration // handoff: how long a holder keeps the permit
+	Hold       time.Duration // handoff, lockhandoff: how long a holder keeps the permit or lock
 	Trials     int           // expiry: expiring holders
 	ExpiryTTL  time.Duration // expiry: their TTL
 	ServerPIDs []int         // processes whose CPU time is the servers'
@@ -59,14 +65,14 @@ type Options struct {
 // Register adds the workload flags to fs.
 func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Target, "label", o.Target, "target label written into each result")
-	fs.IntVar(&o.Workers, "workers", 0, "concurrent workers (0: 64; 8 for handoff)")
+	fs.IntVar(&o.Workers, "workers", 0, "concurrent workers (0: 64; 8 for handoff and lockhandoff)")
 	fs.DurationVar(&o.Warmup, "warmup", 2*time.Second, "unmeasured load before the window")
 	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "measured window")
 	fs.IntVar(&o.Runs, "runs", 1, "runs of each workload")
 	fs.IntVar(&o.FirstRun, "first-run", 1, "number of the first run in the results")
 	fs.DurationVar(&o.TTL, "ttl", 60*time.Second, "lease TTL of the workers (refreshed at TTL/3)")
 	fs.Int64Var(&o.Permits, "permits", 0, "permits per semaphore (0: 10; 1 for handoff)")
-	fs.DurationVar(&o.Hold, "hold", time.Millisecond, "handoff: how long a holder keeps the permit")
+	fs.DurationVar(&o.Hold, "hold", time.Millisecond, "handoff, lockhandoff: how long a holder keeps the permit or lock")
 	fs.IntVar(&o.Trials, "trials", 40, "expiry: holders whose lease expires (concurrent, staggered)")
 	fs.DurationVar(&o.ExpiryTTL, "expiry-ttl", 2*time.Second, "expiry: TTL of the expiring leases")
 	fs.IntSliceVar(&o.ServerPIDs, "server-pids", nil,
@@ -176,6 +182,10 @@ func RunOne(ctx context.Context, b Backend, o Options, workload string, run int)
 		res, err = reads(ctx, b, o)
 	case "expiry":
 		res, err = expiry(ctx, b, o)
+	case "locks":
+		res, err = locks(ctx, b, o)
+	case "lockhandoff":
+		res, err = lockHandoff(ctx, b, o)
 	default:
 		return Result{}, fmt.Errorf("unknown workload %q", workload)
 	}
@@ -254,14 +264,27 @@ func measure(ctx context.Context, b Backend, o Options, name string, n int, seri
 
 // sessions opens one session per worker, in parallel.
 func sessions(ctx context.Context, b Backend, n int, ttl time.Duration) ([]Session, func(), error) {
-	ss := make([]Session, n)
+	return openAll(ctx, n, func(w int) (Session, error) { return b.NewSession(ctx, w, ttl, true) })
+}
+
+// lockSessions opens one lock session per worker, in parallel.
+func lockSessions(ctx context.Context, b Backend, n int, ttl time.Duration) ([]LockSession, func(), error) {
+	return openAll(ctx, n, func(w int) (LockSession, error) { return b.NewLockSession(ctx, w, ttl) })
+}
+
+// openAll opens n sessions in parallel; closeAll revokes every one that
+// opened (on a failure too, so a failed setup leaks no lease).
+func openAll[S interface{ Close(context.Context) error }](ctx context.Context, n int, open func(w int) (S, error)) ([]S, func(), error) {
+	ss := make([]S, n)
+	ok := make([]bool, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for w := 0; w < n; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			ss[w], errs[w] = b.NewSession(ctx, w, ttl, true)
+			ss[w], errs[w] = open(w)
+			ok[w] = errs[w] == nil
 		}(w)
 	}
 	wg.Wait()
@@ -269,10 +292,10 @@ func sessions(ctx context.Context, b Backend, n int, ttl time.Duration) ([]Sessi
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		var wg sync.WaitGroup
-		for _, s := range ss {
-			if s != nil {
+		for w, s := range ss {
+			if ok[w] {
 				wg.Add(1)
-				go func(s Session) { defer wg.Done(); _ = s.Close(cctx) }(s)
+				go func(s S) { defer wg.Done(); _ = s.Close(cctx) }(s)
 			}
 		}
 		wg.Wait()
@@ -324,6 +347,37 @@ func pairs(ctx context.Context, b Backend, o Options) (Result, error) {
 	return res, nil
 }
 
+// locks is pairs with exclusive locks: each worker's lock is its own, so
+// no acquire ever waits, and timeout 0 (not waiting) is what pairs uses.
+func locks(ctx context.Context, b Backend, o Options) (Result, error) {
+	n := workers(o, 64)
+	names := make([]string, n)
+	for w := range names {
+		names[w] = fmt.Sprintf("locks-%d", w)
+	}
+	ls, closeAll, err := lockSessions(ctx, b, n, o.TTL)
+	if err != nil {
+		return Result{}, err
+	}
+	defer closeAll()
+	res := measure(ctx, b, o, "locks", n, []string{"acquire", "release"}, func(ctx context.Context, w int, t *tally) error {
+		t0 := time.Now()
+		if _, err := ls[w].Lock(ctx, names[w], 0); err != nil {
+			return fmt.Errorf("acquire: %w", err)
+		}
+		t1 := time.Now()
+		if err := ls[w].Unlock(ctx, names[w]); err != nil {
+			return fmt.Errorf("release: %w", err)
+		}
+		t2 := time.Now()
+		t.latency(0, t0, t1)
+		t.latency(1, t1, t2)
+		t.done(t2)
+		return nil
+	})
+	return res, nil
+}
+
 func leases(ctx context.Context, b Backend, o Options) (Result, error) {
 	n := workers(o, 64)
 	return measure(ctx, b, o, "leases", n, []string{"create", "revoke"}, func(ctx context.Context, w int, t *tally) error {
@@ -362,8 +416,8 @@ func reads(ctx context.Context, b Backend, o Options) (Result, error) {
 	}), nil
 }
 
-// holdEvent is one hold of the handoff workload: when it was granted,
-// when its release was acknowledged, and the grant's position.
+// holdEvent is one hold of the handoff or lockhandoff workload: when it
+// was granted, when its release was acknowledged, and the grant's position.
 type holdEvent struct {
 	based        uint64
 	worker       int
@@ -382,6 +436,40 @@ func handoff(ctx context.Context, b Backend, o Options) (Result, error) {
 		return Result{}, err
 	}
 	defer closeAll()
+	return contended(ctx, b, o, "handoff", n, contender{
+		acquire: func(ctx context.Context, w int) (Grant, error) { return ss[w].Acquire(ctx, sem, 1, time.Minute) },
+		release: func(ctx context.Context, w int) error { _, err := ss[w].Release(ctx, sem); return err },
+		touch:   ss[0].Touch,
+	}, Metric{"permits", float64(permits(o, 1))})
+}
+
+// lockHandoff is handoff with one exclusive lock instead of one permit.
+func lockHandoff(ctx context.Context, b Backend, o Options) (Result, error) {
+	n := workers(o, 8)
+	const lock = "lockhandoff"
+	ls, closeAll, err := lockSessions(ctx, b, n, o.TTL)
+	if err != nil {
+		return Result{}, err
+	}
+	defer closeAll()
+	return contended(ctx, b, o, "lockhandoff", n, contender{
+		acquire: func(ctx context.Context, w int) (Grant, error) { return ls[w].Lock(ctx, lock, time.Minute) },
+		release: func(ctx context.Context, w int) error { return ls[w].Unlock(ctx, lock) },
+		touch:   ls[0].Touch,
+	})
+}
+
+// contender is what the hand-off loop does with the one thing its workers
+// contend for (a permit of a 1-permit semaphore, or an exclusive lock).
+type contender struct {
+	acquire func(ctx context.Context, w int) (Grant, error) // waits for it
+	release func(ctx context.Context, w int) error
+	touch   func(ctx context.Context) error // one commit alone (any worker's lease)
+}
+
+// contended runs the hand-off loop of handoff and lockhandoff: n workers
+// acquire, hold o.Hold, release; extra metrics go first in the result.
+func contended(ctx context.Context, b Backend, o Options, name string, n int, c contender, extra ...Metric) (Result, error) {
 	// The limit of one permit handed from holder to holder: each holder
 	// keeps it Hold, and the next can only be told once the release is
 	// committed, so 1 / (Hold + one commit). One commit is measured
@@ -393,7 +481,7 @@ func handoff(ctx context.Context, b Backend, o Options) (Result, error) {
 	commits := func(h *Hist) error {
 		for i := 0; i < 200; i++ {
 			t0 := time.Now()
-			if err := ss[0].Touch(ctx); err != nil {
+			if err := c.touch(ctx); err != nil {
 				return fmt.Errorf("touch: %w", err)
 			}
 			h.Record(time.Since(t0))
@@ -405,9 +493,9 @@ func handoff(ctx context.Context, b Backend, o Options) (Result, error) {
 	}
 
 	holds := make([][]holdEvent, n)
-	res := measure(ctx, b, o, "handoff", n, []string{"wait", "release", "hold"}, func(ctx context.Context, w int, t *tally) error {
+	res := measure(ctx, b, o, name, n, []string{"wait", "release", "hold"}, func(ctx context.Context, w int, t *tally) error {
 		t0 := time.Now()
-		g, err := ss[w].Acquire(ctx, sem, 1, time.Minute)
+		g, err := c.acquire(ctx, w)
 		if err != nil {
 			return fmt.Errorf("acquire: %w", err)
 		}
@@ -418,8 +506,8 @@ func handoff(ctx context.Context, b Backend, o Options) (Result, error) {
 		t2 := time.Now()
 		t.latency(2, t1, t2)
 		// The release must complete even when the window closes meanwhile,
-		// or the last holder's permit would stay taken.
-		_, err = ss[w].Release(context.WithoutCancel(ctx), sem)
+		// or the last holder's permit (or lock) would stay taken.
+		err = c.release(context.WithoutCancel(ctx), w)
 		t3 := time.Now()
 		ev := holdEvent{based: g.Based, worker: w, acqAt: t1, in: t.win.contains(t1)}
 		if err == nil {
@@ -433,12 +521,12 @@ func handoff(ctx context.Context, b Backend, o Options) (Result, error) {
 		return nil
 	})
 
-	// With one permit, each grant was made possible by the release of the
-	// grant just before it; grants sort by their position (fencing tokens
-	// increase with every grant, etcd revisions too). Pairing by position,
-	// not by matching a grant's position with a release's commit index,
-	// holds also when one Raft entry carries several commands (and so
-	// fencing tokens run ahead of the Raft index).
+	// With one permit (or one exclusive lock), each grant was made possible
+	// by the release of the grant just before it; grants sort by their
+	// position (fencing tokens increase with every grant, etcd revisions
+	// too). Pairing by position, not by matching a grant's position with a
+	// release's commit index, holds also when one Raft entry carries
+	// several commands (and so fencing tokens run ahead of the Raft index).
 	var all []holdEvent
 	perWorkerMin, perWorkerMax := -1, 0
 	for _, hs := range holds {
@@ -482,7 +570,7 @@ func handoff(ctx context.Context, b Backend, o Options) (Result, error) {
 	if c := time.Duration(commitSum.P50*1e6) + o.Hold; c > 0 {
 		limit = float64(time.Second) / float64(c)
 	}
-	res.add("permits", float64(permits(o, 1)))
+	res.Metrics = append(res.Metrics, extra...)
 	res.add("hold_ms", float64(o.Hold)/1e6)
 	res.add("commit_p50_ms", commitSum.P50)
 	res.add("commit_p99_ms", commitSum.P99)

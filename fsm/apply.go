@@ -612,7 +612,7 @@ func (a *applier) revokeLease(c *fsmpb.RevokeLease) *Error {
 
 // reap removes a lease with its holds and records what that freed.
 func (a *applier) reap(l leaseRec) {
-	for _, h := range append([]*lockHold(nil), l.locks...) {
+	for _, h := range l.lockList() {
 		a.s.dropLockHold(h, a.now)
 		a.res.FreedLocks = append(a.res.FreedLocks, LockKey{h.ns, h.name})
 	}

@@ -40,7 +40,7 @@ func (a *applier) batch(b *fsmpb.Batch) *Error {
 
 // unknownOp is the rule of applier.op for a command without an op this
 // server knows: it may be skipped when its writer said so, or when it is
-// made only of grants.
+// made only of grants (semaphore or lock grants).
 func unknownOp(cmd *fsmpb.Command) bool {
 	if cmd.GetOp() != nil {
 		return false // every op that decodes into a known oneof case is handled
@@ -48,5 +48,5 @@ func unknownOp(cmd *fsmpb.Command) bool {
 	if cmd.GetSkippable() {
 		return false
 	}
-	return len(cmd.GetGrants()) == 0 || len(cmd.ProtoReflect().GetUnknown()) != 0
+	return len(cmd.GetGrants())+len(cmd.GetLockGrants()) == 0 || len(cmd.ProtoReflect().GetUnknown()) != 0
 }

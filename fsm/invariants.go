@@ -224,7 +224,7 @@ func (s *state) checkLeases(leaseCount, lockLeaseCount map[string]int64, holds *
 			}
 		} else {
 			leaseCount[l.ns]++
-			if len(li.locks) > 0 || len(li.md) > 0 {
+			if li.lockCount() > 0 || len(li.md) > 0 {
 				return fail("semaphore lease %s holds a lock or carries metadata", l.id)
 			}
 		}

@@ -1,9 +1,9 @@
 package fsm
 
 import (
-	"sort"
 	"strings"
 
+	"github.com/grackle-coord/grackle/internal/btree"
 	"github.com/grackle-coord/grackle/internal/fault"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
@@ -16,7 +16,7 @@ import (
 //   - lockBelow: for every proper ancestor of a held lock, how many
 //     exclusive and shared holds lie strictly below it, so that deciding a
 //     conflict costs O(depth of the name), never a scan of the locks;
-//   - each lease's holds, sorted by name (leaseIdent.locks).
+//   - each lease's holds, by name (leaseIdent.locks).
 
 // LockKey names a lock.
 type LockKey struct{ Namespace, Lock string }
@@ -93,42 +93,75 @@ func LocksConflict(leaseA, nameA string, exclA bool, leaseB, nameB string, exclB
 
 // ---- the lease's side ----
 
-func (li *leaseIdent) findLock(name string) (int, bool) {
-	i := sort.Search(len(li.locks), func(i int) bool { return li.locks[i].name >= name })
-	return i, i < len(li.locks) && li.locks[i].name == name
+// A lease's lock holds are a small B-tree by name, made on its first
+// hold: a lease may hold many locks (up to the namespace's limit), and a
+// sorted slice would make each insert O(holds).
+
+func lessLockByName(a, b *lockHold) bool { return a.name < b.name }
+
+// lockOf finds the lease's hold on a lock (nil: none).
+func (li *leaseIdent) lockOf(name string) *lockHold {
+	if li.locks == nil {
+		return nil
+	}
+	h, _ := li.locks.Get(&lockHold{name: name})
+	return h
 }
 
 func (li *leaseIdent) setLock(h *lockHold) {
-	i, ok := li.findLock(h.name)
-	if ok {
-		li.locks[i] = h
-		return
+	if li.locks == nil {
+		li.locks = btree.NewG(8, lessLockByName)
 	}
-	li.locks = append(li.locks, nil)
-	copy(li.locks[i+1:], li.locks[i:])
-	li.locks[i] = h
+	li.locks.ReplaceOrInsert(h)
 }
 
 func (li *leaseIdent) dropLock(name string) {
-	if i, ok := li.findLock(name); ok {
-		li.locks = append(li.locks[:i], li.locks[i+1:]...)
-		if len(li.locks) == 0 {
-			li.locks = nil
-		}
+	if li.locks == nil {
+		return
 	}
+	// An emptied tree is kept: a lease that takes and releases one lock
+	// in a loop does not allocate a tree each time.
+	li.locks.Delete(&lockHold{name: name})
+}
+
+// lockCount is the number of locks the lease holds.
+func (li *leaseIdent) lockCount() int {
+	if li.locks == nil {
+		return 0
+	}
+	return li.locks.Len()
+}
+
+// lockList lists the lease's holds by name.
+func (li *leaseIdent) lockList() []*lockHold {
+	if li.locks == nil {
+		return nil
+	}
+	out := make([]*lockHold, 0, li.locks.Len())
+	li.locks.Ascend(func(h *lockHold) bool {
+		out = append(out, h)
+		return true
+	})
+	return out
 }
 
 // locksBelow counts the lease's own holds strictly below name.
 func (li *leaseIdent) locksBelow(name string) (excl, shared int64) {
+	if li.locks == nil {
+		return 0, 0
+	}
 	p := name + "/"
-	i := sort.Search(len(li.locks), func(i int) bool { return li.locks[i].name >= p })
-	for ; i < len(li.locks) && strings.HasPrefix(li.locks[i].name, p); i++ {
-		if li.locks[i].excl {
+	li.locks.AscendGreaterOrEqual(&lockHold{name: p}, func(h *lockHold) bool {
+		if !strings.HasPrefix(h.name, p) {
+			return false
+		}
+		if h.excl {
 			excl++
 		} else {
 			shared++
 		}
-	}
+		return true
+	})
 	return excl, shared
 }
 
@@ -352,11 +385,11 @@ func (s *state) conflict(q lockAsk, changes []LockChange, names bool) (pb.Conten
 		}
 	}
 	if c.excl > 0 || (q.excl && c.shared > 0) {
-		if !names {
-			return min(reason, pb.ContentionReason_CONTENTION_REASON_DESCENDANT), nil
-		}
 		if reason == pb.ContentionReason_CONTENTION_REASON_UNSPECIFIED {
 			reason = pb.ContentionReason_CONTENTION_REASON_DESCENDANT
+		}
+		if !names {
+			return reason, nil
 		}
 		p := q.name + "/"
 		scanned := 0
@@ -382,10 +415,7 @@ func (s *state) lockHoldOf(ns, name, leaseID string) *lockHold {
 	if li == nil {
 		return nil
 	}
-	if i, ok := li.findLock(name); ok {
-		return li.locks[i]
-	}
-	return nil
+	return li.lockOf(name)
 }
 
 // ---- views ----

@@ -54,12 +54,10 @@ func (a *applier) tryLock(g *fsmpb.LockGrant, queued bool) (*lockHold, *Error) {
 	if err != nil {
 		return nil, err
 	}
-	var old *lockHold
-	if i, had := li.findLock(g.LockName); had {
-		old = li.locks[i]
-	}
+	old := li.lockOf(g.LockName)
 	// A re-acquire in the same mode and a downgrade never wait: neither
-	// can conflict with anyone.
+	// can conflict with anyone. (A request covered by an ancestor's hold
+	// of the lease is never queued by the leader: LockCovered.)
 	keeps := old != nil && (old.excl == g.Exclusive || old.excl)
 	if queued && !keeps {
 		a.res.LockReason = pb.ContentionReason_CONTENTION_REASON_QUEUE

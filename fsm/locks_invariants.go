@@ -37,7 +37,7 @@ func (s *state) checkLocks() (map[string]int64, error) {
 		if h.lease == nil || s.identOf(h.ns, h.lease.id) != h.lease || !IsLockLeaseID(h.lease.id) {
 			return fail("hold of lock %s/%s by a lease that does not exist or is not a lock lease", h.ns, h.name)
 		}
-		if i, ok := h.lease.findLock(h.name); !ok || h.lease.locks[i] != h {
+		if h.lease.lockOf(h.name) != h {
 			return fail("hold of lock %s/%s: the lease's side disagrees", h.ns, h.name)
 		}
 		if h.seq > s.holdSeq || h.token > s.lastToken {
@@ -61,12 +61,7 @@ func (s *state) checkLocks() (map[string]int64, error) {
 		return nil, err
 	}
 	s.leases.Ascend(func(l leaseRec) bool {
-		leaseLocks += len(l.locks)
-		for i := 1; i < len(l.locks); i++ {
-			if l.locks[i-1].name >= l.locks[i].name {
-				return fail("lease %s: locks out of order", l.id)
-			}
-		}
+		leaseLocks += l.lockCount()
 		return true
 	})
 	if err != nil {

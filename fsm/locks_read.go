@@ -120,6 +120,29 @@ func (f *FSM) LockHeld(ns, name, lease string) (held, excl bool) {
 	return false, false
 }
 
+// LockCovered says whether a lease already holds the lock or one of its
+// ancestors in a mode at least as strong as asked (exclusive covers
+// both). Granting a covered request blocks nobody the covering hold does
+// not already block, so it never waits in the queue.
+func (f *FSM) LockCovered(ns, name, lease string, excl bool) bool {
+	s, done := f.read()
+	defer done()
+	li := s.identOf(ns, lease)
+	if li == nil || li.lockCount() == 0 {
+		return false
+	}
+	covers := func(n string) bool {
+		h := li.lockOf(n)
+		return h != nil && (h.excl || !excl)
+	}
+	if covers(name) {
+		return true
+	}
+	found := false
+	ancestors(name, func(a string) { found = found || covers(a) })
+	return found
+}
+
 // LeaseLocks lists the locks a lease holds, by name.
 func (f *FSM) LeaseLocks(ns, lease string) []string {
 	s, done := f.read()
@@ -128,8 +151,9 @@ func (f *FSM) LeaseLocks(ns, lease string) []string {
 	if li == nil {
 		return nil
 	}
-	out := make([]string, len(li.locks))
-	for i, h := range li.locks {
+	hs := li.lockList()
+	out := make([]string, len(hs))
+	for i, h := range hs {
 		out[i] = h.name
 	}
 	return out

@@ -70,7 +70,7 @@ func loadLocks(tx *bolt.Tx, st *state) error {
 		if seq > st.holdSeq || token > st.lastToken {
 			return fmt.Errorf("hold %d of lock %q/%q: sequence or fencing token %d beyond the snapshot's counters", seq, nsName, name, token)
 		}
-		if _, dup := li.findLock(h.name); dup {
+		if li.lockOf(h.name) != nil {
 			return fmt.Errorf("lease %q holds lock %q/%q twice", li.id, nsName, name)
 		}
 		if live := st.lockLiveOf(h.ns, h.name); live != nil {

@@ -61,8 +61,8 @@ type leaseIdent struct {
 	md           map[string]string // a lock lease's metadata (immutable)
 
 	liveTTL, liveCreated, liveExp int64
-	holds                         []leaseHold // sorted by semaphore name
-	locks                         []*lockHold // a lock lease's holds, sorted by lock name
+	holds                         []leaseHold              // sorted by semaphore name
+	locks                         *btree.BTreeG[*lockHold] // a lock lease's holds, by lock name (nil: none)
 }
 
 // leaseHold is one hold of a lease, as the lease sees it: the holder
@@ -449,7 +449,7 @@ func (s *state) dropHolder(h holderRec) {
 // returns the names of the semaphores it held, in name order.
 func (s *state) removeLease(l leaseRec, now int64) []string {
 	li := l.leaseIdent
-	for _, h := range append([]*lockHold(nil), li.locks...) {
+	for _, h := range li.lockList() {
 		s.dropLockHold(h, now)
 	}
 	sems := make([]string, 0, len(li.holds))

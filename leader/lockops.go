@@ -76,7 +76,8 @@ func (t *Term) AcquireLock(ctx context.Context, r LockRequest) (resp *pb.Acquire
 	f := t.l.fsm
 	held, heldExcl := f.LockHeld(r.Namespace, r.Lock, r.LeaseID)
 	w := newWaiter(fsm.SemKey{Namespace: r.Namespace}, r.LeaseID, 0, r.Metadata, r.Timeout, t.l.clock.Now())
-	w.lock = &lockWant{name: r.Lock, excl: r.Exclusive, upgrade: held && !heldExcl && r.Exclusive}
+	w.lock = &lockWant{name: r.Lock, excl: r.Exclusive, upgrade: held && !heldExcl && r.Exclusive,
+		covered: f.LockCovered(r.Namespace, r.Lock, r.LeaseID, r.Exclusive)}
 	behind, err := t.q.enqueue(w)
 	if err != nil {
 		return nil, 0, err

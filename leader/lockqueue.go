@@ -32,6 +32,9 @@ type lockWant struct {
 	name    string
 	excl    bool
 	upgrade bool // a shared holder asking for exclusive: at the head
+	// covered: the lease holds the lock or an ancestor in a mode at
+	// least as strong (fsm.LockCovered): it waits for no one.
+	covered bool
 }
 
 // treeKey names one tree of lock names: requests in different trees never
@@ -94,16 +97,19 @@ func (q *queues) enqueueLockLocked(w *waiter) (behind bool, err error) {
 	for _, o := range ws {
 		if o.lock.name == w.lock.name {
 			n++
-			if w.lock.upgrade && o.lock.upgrade && o.leaseID != w.leaseID {
-				return false, newError(codes.FailedPrecondition, fsm.ReasonUpgradeConflict,
-					"lock %q: another holder's upgrade to exclusive already waits; two upgrades would wait for each other (release the shared hold and acquire exclusive instead)", w.lock.name)
-			}
+		}
+		// Two upgrades on related locks (the same, or one below the
+		// other) each wait for the other's shared hold: refused at once.
+		if w.lock.upgrade && o.lock.upgrade && o.state != Done &&
+			fsm.LocksConflict(o.leaseID, o.lock.name, true, w.leaseID, w.lock.name, true) {
+			return false, newError(codes.FailedPrecondition, fsm.ReasonUpgradeConflict,
+				"lock %q: another holder's upgrade to exclusive already waits on %q; two upgrades would wait for each other (release the shared hold and acquire exclusive instead)", w.lock.name, o.lock.name)
 		}
 	}
 	if n >= q.maxWaiters {
 		return false, newError(codes.ResourceExhausted, "", "waiters: limit of %d queued waiters per lock reached on %q", q.maxWaiters, w.lock.name)
 	}
-	if !w.lock.upgrade {
+	if !w.lock.upgrade && !w.lock.covered {
 		for _, o := range ws {
 			if mustWaitFor(o.state) && fsm.LocksConflict(o.leaseID, o.lock.name, o.lock.excl, w.leaseID, w.lock.name, w.lock.excl) {
 				behind = true

@@ -347,3 +347,40 @@ func TestLockWaitersEndOnNamespaceDelete(t *testing.T) {
 		t.Fatalf("waiter in a deleted namespace: %v", err)
 	}
 }
+
+// A request covered by a hold of the same lease (the lock or an ancestor,
+// in a mode at least as strong) waits for no one: the covering hold
+// already blocks everyone the new hold would. Without this a holder of
+// "orders" asking for "orders/eu/43" would wait behind a waiter on
+// "orders/eu" that itself waits for the holder.
+func TestLockCoveredRequestNeverWaits(t *testing.T) {
+	e := newLockEnv(t)
+	a, b := e.lease("a"), e.lease("b")
+	e.try(a, "orders", true)
+	bch := e.async(b, "orders/eu", true, 30)
+	e.waiters("orders/eu", 1)
+	if !e.try(a, "orders/eu/43", true) {
+		t.Fatal("a request covered by the lease's exclusive ancestor waited behind a waiter blocked by that ancestor")
+	}
+	pending(t, bch)
+	e.release(a, "orders/eu/43")
+	e.release(a, "orders")
+	granted(t, bch)
+}
+
+// Two upgrades on related locks would each wait for the other's shared
+// hold: the second is refused at once.
+func TestLockRelatedUpgradesConflict(t *testing.T) {
+	e := newLockEnv(t)
+	a, b := e.lease("a"), e.lease("b")
+	e.try(a, "t", false)
+	e.try(b, "t/x", false)
+	ach := e.async(a, "t", true, 30)
+	e.waiters("t", 1)
+	_, err := e.c.AcquireLock(ctxT(t), &pb.AcquireLockRequest{NamespaceName: e.ns, LockName: "t/x", LeaseId: b, Exclusive: true, TimeoutSeconds: 5})
+	if status.Code(err) != codes.FailedPrecondition || apierr.ReasonOf(err) != "UPGRADE_CONFLICT" {
+		t.Fatalf("upgrade below a waiting upgrade: %v", err)
+	}
+	e.release(b, "t/x")
+	granted(t, ach)
+}

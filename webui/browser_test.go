@@ -127,7 +127,7 @@ func TestPageShowsHoldersLive(t *testing.T) {
 	do("the first waiter", chromedp.WaitVisible(chromedp.CSS(`#waiters tr[data-position="1"][data-process="host-3/pid-300"]`)))
 	waitAcq(c4, 1)
 	do("the second waiter", chromedp.WaitVisible(chromedp.CSS(`#waiters tr[data-position="2"][data-process="host-4/pid-400"]`)))
-	screenshot(t, bctx)
+	screenshot(t, bctx, "GRACKLE_UI_SCREENSHOT")
 
 	// The holder of 2 releases: the head (2 permits) is granted, the other
 	// waiter moves to the head.
@@ -141,15 +141,16 @@ func TestPageShowsHoldersLive(t *testing.T) {
 	}
 }
 
-// screenshot saves the page: into GRACKLE_UI_SCREENSHOT when set (the
-// docs' picture is made that way), else into the test's temp dir.
-func screenshot(t *testing.T, ctx context.Context) {
+// screenshot saves the page: into the file the environment variable env
+// names when set (the docs' pictures are made that way), else into the
+// test's temp dir.
+func screenshot(t *testing.T, ctx context.Context, env string) {
 	t.Helper()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
-	out := os.Getenv("GRACKLE_UI_SCREENSHOT")
+	out := os.Getenv(env)
 	if out == "" {
 		out = filepath.Join(t.TempDir(), "ui.png")
 	}
@@ -157,6 +158,156 @@ func screenshot(t *testing.T, ctx context.Context) {
 		t.Fatal(err)
 	}
 	t.Log(fmt.Sprintf("screenshot: %s (%d bytes)", out, len(png)))
+}
+
+// The locks page: a namespace's held locks as a tree by path segment, with
+// their holders; a lock's holders and queue live: a holder appears when
+// the API grants it, a waiter when it queues, and the head of the queue is
+// granted (with its fencing token) when the holders release.
+func TestLocksPageLive(t *testing.T) {
+	path := chromium(t)
+	c := servertest.Start(t, 1, func(cfg *server.Config) { cfg.HTTPAddr = "127.0.0.1:0" })
+	api := c.Client(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // ends the calls still waiting, before the node stops
+	const ns = "shop"
+	ok[*pb.CreateNamespaceResponse](t)(api.CreateNamespace(ctx, &pb.CreateNamespaceRequest{Name: ns, Description: "Orders and reports"}))
+	lease := func(proc string) string {
+		return ok[*pb.CreateLockLeaseResponse](t)(api.CreateLockLease(ctx, &pb.CreateLockLeaseRequest{NamespaceName: ns, ProcessId: proc, TtlSeconds: 300})).Lease.LeaseId
+	}
+	acquire := func(lock, lease string, exclusive bool) *pb.LockHolder {
+		t.Helper()
+		r := ok[*pb.AcquireLockResponse](t)(api.AcquireLock(ctx, &pb.AcquireLockRequest{NamespaceName: ns, LockName: lock, LeaseId: lease, Exclusive: exclusive}))
+		if r.Outcome != pb.AcquireOutcome_ACQUIRE_OUTCOME_ACQUIRED {
+			t.Fatalf("%s by %s: %v (%v %v)", lock, lease, r.Outcome, r.Reason, r.BlockingLocks)
+		}
+		return r.Holder
+	}
+	// wait acquires in the background (the call blocks while it queues);
+	// the grant, when it comes, arrives on the channel.
+	wait := func(lock, lease string, exclusive bool) <-chan *pb.AcquireLockResponse {
+		got := make(chan *pb.AcquireLockResponse, 1)
+		go func() {
+			r, err := api.AcquireLock(ctx, &pb.AcquireLockRequest{NamespaceName: ns, LockName: lock, LeaseId: lease, Exclusive: exclusive, TimeoutSeconds: 120})
+			if err == nil {
+				got <- r
+			}
+		}()
+		return got
+	}
+	a, cron := lease("host-1/pid-100"), lease("cron/pid-9")
+	held := acquire("orders/eu/42", a, true)
+	acquire("reports", cron, false)
+
+	bctx := browser(t, path)
+	base := "http://" + c.Nodes[0].HTTPAddr() + "/ui/"
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return v
+	}
+
+	// Lock leases beside the semaphore leases.
+	do("the namespace page", chromedp.Navigate(base+"#/ns/"+ns),
+		chromedp.WaitVisible(chromedp.CSS(`#lock-leases tr[data-lease="`+a+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#lock-leases tr[data-lease="`+cron+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#leases tr.empty`)))
+
+	// The tree: every segment above a held lock, each held lock with its
+	// holders.
+	do("the locks tab", chromedp.Click(chromedp.CSS(`#tab-locks`)),
+		chromedp.WaitVisible(chromedp.CSS(`#locks tr[data-lock="orders/eu/42"][data-lease="`+a+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#locks tr.path[data-lock="orders"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#locks tr.path[data-lock="orders/eu"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#locks tr[data-lock="reports"][data-lease="`+cron+`"]`)))
+	if row := text(`#locks tr[data-lock="orders/eu/42"]`); !strings.Contains(row, "exclusive") || !strings.Contains(row, "host-1/pid-100") ||
+		!strings.Contains(row, fmt.Sprint(held.FencingToken)) {
+		t.Fatalf("tree row of orders/eu/42: %q (fencing token %d)", row, held.FencingToken)
+	}
+
+	// A lock nobody holds yet, followed live.
+	do("the lock page", chromedp.Navigate(base+"#/ns/"+ns+"/locks/orders/us/7"),
+		chromedp.WaitVisible(chromedp.CSS(`#lock-live.live`)),
+		chromedp.WaitVisible(chromedp.CSS(`#lock-holders tr.empty`)))
+	b, c3 := lease("host-2/pid-200"), lease("host-3/pid-300")
+	acquire("orders/us/7", b, false)
+	do("the new holder", chromedp.WaitVisible(chromedp.CSS(`#lock-holders tr[data-lease="`+b+`"][data-mode="shared"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#locks tr[data-lock="orders/us/7"][data-lease="`+b+`"]`)))
+	acquire("orders/us/7", c3, false)
+	do("the second shared holder", chromedp.WaitVisible(chromedp.CSS(`#lock-holders tr[data-lease="`+c3+`"][data-mode="shared"]`)))
+
+	// An exclusive request queues behind the shared holders, and a shared
+	// one behind it (no writer starvation); then a shared holder asks for
+	// exclusive: its upgrade waits at the head. The queue, in order.
+	d, e := lease("host-4/pid-400"), lease("host-5/pid-500")
+	granted := wait("orders/us/7", d, true)
+	do("the waiter", chromedp.WaitVisible(chromedp.CSS(`#lock-waiters tr[data-position="1"][data-process="host-4/pid-400"][data-mode="exclusive"]`)))
+	wait("orders/us/7", e, false)
+	do("the second waiter", chromedp.WaitVisible(chromedp.CSS(`#lock-waiters tr[data-position="2"][data-process="host-5/pid-500"][data-mode="shared"]`)))
+	upgraded := wait("orders/us/7", b, true)
+	do("the upgrade at the head", chromedp.WaitVisible(chromedp.CSS(`#lock-waiters tr[data-position="1"][data-lease="`+b+`"][data-mode="exclusive"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#lock-waiters tr[data-position="3"][data-process="host-5/pid-500"]`)))
+	if row := text(`#lock-waiters tr[data-position="1"]`); !strings.Contains(row, "upgrade") {
+		t.Fatalf("head of the queue %q does not say upgrade", row)
+	}
+	if n := text(`#lock-waiters-count`); n != "(3)" {
+		t.Fatalf("waiters count %q", n)
+	}
+	screenshot(t, bctx, "GRACKLE_UI_LOCKS_SCREENSHOT")
+
+	grantOf := func(what string, ch <-chan *pb.AcquireLockResponse) *pb.LockHolder {
+		t.Helper()
+		select {
+		case r := <-ch:
+			if r.Outcome != pb.AcquireOutcome_ACQUIRE_OUTCOME_ACQUIRED {
+				t.Fatalf("%s: %v", what, r.Outcome)
+			}
+			return r.Holder
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: not granted within 30 s", what)
+		}
+		return nil
+	}
+	release := func(l string) {
+		ok[*pb.ReleaseLockResponse](t)(api.ReleaseLock(ctx, &pb.ReleaseLockRequest{NamespaceName: ns, LockName: "orders/us/7", LeaseId: l}))
+	}
+
+	// The other shared holder releases: the upgrade is granted, the
+	// others move up.
+	release(c3)
+	up := grantOf("the upgrade", upgraded)
+	do("the upgraded holder", chromedp.WaitVisible(chromedp.CSS(`#lock-holders tr[data-lease="`+b+`"][data-mode="exclusive"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#lock-holders tr[data-lease="`+c3+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#lock-waiters tr[data-position="1"][data-process="host-4/pid-400"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#lock-waiters tr[data-position="3"]`)))
+	if row := text(`#lock-holders tr[data-lease="` + b + `"]`); !strings.Contains(row, fmt.Sprint(up.FencingToken)) {
+		t.Fatalf("holder row %q lacks the upgrade's fencing token %d", row, up.FencingToken)
+	}
+
+	// It releases: the exclusive head is granted, the shared waiter moves
+	// to the head.
+	release(b)
+	grant := grantOf("the exclusive waiter", granted)
+	do("the head granted", chromedp.WaitVisible(chromedp.CSS(`#lock-holders tr[data-lease="`+d+`"][data-mode="exclusive"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#lock-holders tr[data-lease="`+b+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#lock-waiters tr[data-position="1"][data-process="host-5/pid-500"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#lock-waiters tr[data-position="2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#locks tr[data-lock="orders/us/7"][data-lease="`+d+`"]`)))
+	if row := text(`#lock-holders tr[data-lease="` + d + `"]`); !strings.Contains(row, fmt.Sprint(grant.FencingToken)) || grant.FencingToken <= up.FencingToken {
+		t.Fatalf("holder row %q, fencing token %d after the upgrade's %d", row, grant.FencingToken, up.FencingToken)
+	}
+	if st := text(`#lock-state`); !strings.HasPrefix(st, "exclusive, locked since") {
+		t.Fatalf("lock state line %q", st)
+	}
 }
 
 // With access control on, the page asks for a token, keeps it in

@@ -1,8 +1,9 @@
 // Package webui serves Grackle's read-only web view at /ui/ on a node's
 // HTTP port: namespaces, semaphores with permits used and free, a
 // semaphore's holders and queue updated live (server-sent events fed by
-// WatchSemaphore), leases by process id, and the cluster's members and
-// leader. The page is plain HTML, CSS and JavaScript embedded in the
+// WatchSemaphore), a namespace's locks as a tree with a lock's holders and
+// queue updated live (fed by WatchLock), semaphore and lock leases by
+// process id, and the cluster's members and leader. The page is plain HTML, CSS and JavaScript embedded in the
 // binary (no CDN, no build step). Everything it shows comes through the
 // public API (Backend), with the caller's access token when one is given.
 package webui
@@ -41,6 +42,12 @@ type Backend interface {
 	ListSemaphoreLeases(ctx context.Context, in *pb.ListSemaphoreLeasesRequest, opts ...grpc.CallOption) (*pb.ListSemaphoreLeasesResponse, error)
 	GetClusterStatus(ctx context.Context, in *pb.GetClusterStatusRequest, opts ...grpc.CallOption) (*pb.GetClusterStatusResponse, error)
 	Watch(ctx context.Context, ns, sem string) <-chan client.WatchUpdate
+	ListLocks(ctx context.Context, in *pb.ListLocksRequest, opts ...grpc.CallOption) (*pb.ListLocksResponse, error)
+	ListLockWaiters(ctx context.Context, in *pb.ListLockWaitersRequest, opts ...grpc.CallOption) (*pb.ListLockWaitersResponse, error)
+	ListLockLeases(ctx context.Context, in *pb.ListLockLeasesRequest, opts ...grpc.CallOption) (*pb.ListLockLeasesResponse, error)
+	// WatchLock is the raw stream (its first message is the full state);
+	// watchLock reopens it after a leader change.
+	WatchLock(ctx context.Context, in *pb.WatchLockRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pb.WatchLockResponse], error)
 }
 
 var _ Backend = (*client.Client)(nil)
@@ -75,6 +82,11 @@ func Handler(connect Connect) http.Handler {
 	mux.HandleFunc("GET /ui/api/namespaces/{ns}/semaphores", h.semaphores)
 	mux.HandleFunc("GET /ui/api/namespaces/{ns}/leases", h.leases)
 	mux.HandleFunc("GET /ui/api/namespaces/{ns}/semaphores/{sem}/watch", h.watch)
+	// Lock names hold slashes: the name is the path's tail.
+	mux.HandleFunc("GET /ui/api/namespaces/{ns}/locks", h.locks)
+	mux.HandleFunc("GET /ui/api/namespaces/{ns}/lock-waiters/{lock...}", h.lockWaiters)
+	mux.HandleFunc("GET /ui/api/namespaces/{ns}/lock-watch/{lock...}", h.lockWatch)
+	mux.HandleFunc("GET /ui/api/namespaces/{ns}/lock-leases", h.lockLeases)
 	mux.HandleFunc("GET /ui/", h.static)
 	return mux
 }
@@ -240,24 +252,26 @@ func (h *handler) leases(w http.ResponseWriter, r *http.Request) {
 }
 
 // readPages follows a List call's pages until it ends or maxListed items
-// are read; next is the token to continue from when it stopped early.
+// are read; next is the token to continue from when it stopped early
+// (empty when the list is whole).
 func readPages[T any](page func(tok string) ([]T, string, error)) (items []T, next string, err error) {
-	for tok := ""; len(items) < maxListed; {
+	for tok := ""; ; {
 		got, tok2, err := page(tok)
 		if err != nil {
 			return nil, "", err
 		}
 		items = append(items, got...)
-		if tok = tok2; tok == "" || len(got) == 0 {
-			break
+		if tok2 == "" || len(got) == 0 {
+			return items, "", nil
 		}
-		next = tok
+		if len(items) >= maxListed {
+			return items, tok2, nil
+		}
+		tok = tok2
 	}
-	return items, next, nil
 }
 
-// watch relays WatchSemaphore as server-sent events: "state" events carry
-// a WatchSemaphoreResponse (protojson), a final "end" event the error.
+// watch relays WatchSemaphore as server-sent events (relay says how).
 // The client's watch resumes across leader changes, so the page only sees
 // the end when the semaphore is gone or the call is refused.
 func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
@@ -268,11 +282,21 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	relay(ctx, w, be.Watch(ctx, r.PathValue("ns"), r.PathValue("sem")), func(u client.WatchUpdate) (proto.Message, bool, error) {
+		return u.State, u.Resumed, u.Err
+	})
+}
+
+// relay sends a watch's updates as server-sent events: a "state" event
+// carries one state (protojson), preceded by a "resumed" event when the
+// watch was reopened (after a leader change) and that state is the new
+// stream's first; a final "end" event carries the error that ended it.
+// split tells an update's state, whether it is a resume, and its error.
+func relay[U any](ctx context.Context, w http.ResponseWriter, updates <-chan U, split func(U) (proto.Message, bool, error)) {
 	rc := http.NewResponseController(w)
-	updates := be.Watch(ctx, r.PathValue("ns"), r.PathValue("sem"))
 	// The first update decides the HTTP status (a refused watch is a
 	// plain error answer the page can act on, e.g. ask for a token).
-	var first client.WatchUpdate
+	var first U
 	select {
 	case u, ok := <-updates:
 		if !ok {
@@ -282,8 +306,8 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 	case <-ctx.Done():
 		return
 	}
-	if first.Err != nil {
-		writeErr(w, first.Err)
+	if _, _, err := split(first); err != nil {
+		writeErr(w, err)
 		return
 	}
 	// A stream outlives the server's write timeout.
@@ -298,8 +322,14 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush()
 	}
-	state := func(u client.WatchUpdate) error {
-		b, err := marshal.Marshal(u.State)
+	state := func(u U) error {
+		m, resumed, _ := split(u)
+		if resumed {
+			if err := send("resumed", []byte("{}")); err != nil {
+				return err
+			}
+		}
+		b, err := marshal.Marshal(m)
 		if err != nil {
 			return err
 		}
@@ -316,9 +346,9 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return
 			}
-			if u.Err != nil {
+			if _, _, err := split(u); err != nil {
 				if ctx.Err() == nil {
-					b, _ := json.Marshal(errorOf(u.Err))
+					b, _ := json.Marshal(errorOf(err))
 					_ = send("end", b)
 				}
 				return

@@ -11,6 +11,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/grackle-coord/grackle/bench"
 )
 
 // startEtcd runs a throw-away single-member etcd on loopback (skipped when
@@ -117,5 +119,79 @@ func TestRecipeFIFOWeightsAndExpiry(t *testing.T) {
 	}
 	if _, err := small.Release(ctx, "s"); err == nil {
 		t.Fatal("second release of the same hold succeeded")
+	}
+}
+
+// The lock workloads' etcd side: TryLock (timeout 0) fails on a held
+// lock, Lock waits and is granted in arrival order, and each grant's
+// revision is above the previous grant's (the hand-off pairs grants by
+// it).
+func TestMutexSessionFIFO(t *testing.T) {
+	e := startEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var ls []bench.LockSession
+	for w := 0; w < 3; w++ {
+		s, err := e.NewLockSession(ctx, w, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(ctx)
+		ls = append(ls, s)
+	}
+	first, err := ls[0].Lock(ctx, "m", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ls[1].Lock(ctx, "m", 0); err == nil {
+		t.Fatal("TryLock of a held lock succeeded")
+	}
+	type granted struct {
+		w  int
+		at uint64
+	}
+	order := make(chan granted, 2)
+	wait := func(w int) {
+		g, err := ls[w].Lock(ctx, "m", 30*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		order <- granted{w, g.Based}
+	}
+	go wait(1)
+	// Worker 1's key must exist before worker 2 asks, for the order to be
+	// defined: wait until etcd shows two contenders.
+	for {
+		r, err := e.status.Get(ctx, e.prefix+"l/m/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Count == 2 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	go wait(2)
+	select {
+	case g := <-order:
+		t.Fatalf("worker %d granted while worker 0 holds", g.w)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := ls[0].Unlock(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	a := <-order
+	if a.w != 1 || a.at <= first.Based {
+		t.Fatalf("first grant after the release: %+v (the holder's at %d), want worker 1 after it", a, first.Based)
+	}
+	if err := ls[1].Unlock(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	b := <-order
+	if b.w != 2 || b.at <= a.at {
+		t.Fatalf("second grant: %+v after %+v, want worker 2 at a later revision", b, a)
+	}
+	if err := ls[2].Unlock(ctx, "m"); err != nil {
+		t.Fatal(err)
 	}
 }

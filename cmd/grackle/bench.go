@@ -18,7 +18,7 @@ import (
 // and their output live in bench/, which also drives the etcd recipe of
 // bench/etcd, so both print the same results.
 func (a *app) benchCmd() *cobra.Command {
-	g := a.group("bench", "Measure a running cluster: pairs, handoff, leases, reads, expiry (see docs/PERFORMANCE.md)")
+	g := a.group("bench", "Measure a running cluster: pairs, handoff, leases, reads, expiry, locks, lockhandoff (see docs/PERFORMANCE.md)")
 	o := bench.Options{Target: "grackle"}
 	o.Register(g.PersistentFlags())
 	var spread bool
@@ -68,11 +68,13 @@ func (a *app) benchCmd() *cobra.Command {
 		}
 	}
 	short := map[string]string{
-		"pairs":   "Uncontended: each worker its own lease and semaphore, acquire weight 1 then release",
-		"handoff": "Contended: one semaphore of --permits 1, workers acquire, hold --hold, release (FIFO hand-off)",
-		"leases":  "Lease churn: create a lease, then revoke it",
-		"reads":   "Linearizable GetSemaphore, each worker on its own semaphore",
-		"expiry":  "Expiry lateness: holders whose lease expires while a waiter waits",
+		"pairs":       "Uncontended: each worker its own lease and semaphore, acquire weight 1 then release",
+		"handoff":     "Contended: one semaphore of --permits 1, workers acquire, hold --hold, release (FIFO hand-off)",
+		"leases":      "Lease churn: create a lease, then revoke it",
+		"reads":       "Linearizable GetSemaphore, each worker on its own semaphore",
+		"expiry":      "Expiry lateness: holders whose lease expires while a waiter waits",
+		"locks":       "Uncontended locks: each worker its own lock lease and exclusive lock, acquire then release",
+		"lockhandoff": "Contended lock: one exclusive lock, workers acquire, hold --hold, release (FIFO hand-off)",
 	}
 	for _, w := range bench.Workloads {
 		g.AddCommand(&cobra.Command{

@@ -1,7 +1,7 @@
 // Grackle's web view: plain DOM code, no framework, no build step. It
-// reads /ui/api/* (JSON from the public API) and, for the semaphore shown,
-// follows /ui/api/.../watch (server-sent events, read with fetch so the
-// access token can go in a header). The token lives in sessionStorage
+// reads /ui/api/* (JSON from the public API) and, for the semaphore or
+// lock shown, follows its watch (server-sent events, read with fetch so
+// the access token can go in a header). The token lives in sessionStorage
 // only: it ends with the browser tab.
 'use strict';
 
@@ -54,6 +54,16 @@ function when(ns) {
   return new Date(ms).toISOString().replace('T', ' ').slice(0, 19) + ' (' + rel + ')';
 }
 
+// whenCell is a table cell with the time of day and how long ago (or
+// until), the full date in its tooltip: the lock tables are wide already
+// (lease ids are long).
+function whenCell(ns) {
+  if (!ns || ns === '0') return el('td', {}, '-');
+  const full = when(ns);
+  const day = full.slice(0, 10) === new Date().toISOString().slice(0, 10);
+  return el('td', { title: full }, day ? full.slice(11) : full);
+}
+
 function human(s) {
   if (s < 60) return Math.round(s) + 's';
   if (s < 3600) return Math.round(s / 60) + 'm';
@@ -85,17 +95,22 @@ $('forget').addEventListener('click', () => {
   route();
 });
 
-// ---- routing: #/, #/ns/NS, #/ns/NS/sem/SEM ----
+// ---- routing: #/, #/ns/NS, #/ns/NS/sem/SEM, #/ns/NS/locks[/LOCK/NAME] ----
 
-let view = { ns: '', sem: '' };
+let view = { ns: '', sem: '', locks: false, lock: '' };
 let pollTimer = null;
 let watchCtl = null;
 
 function parseHash() {
   const p = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
-  const v = { ns: '', sem: '' };
+  const v = { ns: '', sem: '', locks: false, lock: '' };
   if (p[0] === 'ns' && p[1]) v.ns = p[1];
   if (v.ns && p[2] === 'sem' && p[3]) v.sem = p[3];
+  if (v.ns && p[2] === 'locks') {
+    v.locks = true;
+    // A lock name is the rest of the path: its segments are the hash's.
+    v.lock = p.slice(3).filter((x) => x !== '').join('/');
+  }
   return v;
 }
 
@@ -105,14 +120,31 @@ function href(ns, sem) {
   return h;
 }
 
+function lockHref(ns, lock) {
+  let h = '#/ns/' + encodeURIComponent(ns) + '/locks';
+  if (lock) h += '/' + lock.split('/').map(encodeURIComponent).join('/');
+  return h;
+}
+
 function route() {
   view = parseHash();
   $('forget').hidden = !token();
-  $('namespace').hidden = !view.ns || !!view.sem;
+  $('ns-head').hidden = !view.ns || !!view.sem;
+  $('namespace').hidden = !view.ns || !!view.sem || view.locks;
+  $('locks-page').hidden = !view.locks;
+  $('lock').hidden = !view.lock;
   $('semaphore').hidden = !view.sem;
   $('cluster').hidden = !!view.ns;
+  if (view.ns) {
+    $('ns-name').textContent = view.ns;
+    $('tab-ns').href = href(view.ns);
+    $('tab-locks').href = lockHref(view.ns);
+    $('tab-ns').className = view.locks ? '' : 'current';
+    $('tab-locks').className = view.locks ? 'current' : '';
+  }
   stopWatch();
   if (view.sem) startWatch(view.ns, view.sem);
+  if (view.lock) startLockWatch(view.ns, view.lock);
   refresh();
 }
 
@@ -122,7 +154,8 @@ async function refresh() {
   clearTimeout(pollTimer);
   try {
     const jobs = [loadCluster(), loadNamespaces()];
-    if (view.ns && !view.sem) jobs.push(loadNamespace(view.ns));
+    if (view.ns && !view.sem && !view.locks) jobs.push(loadNamespace(view.ns));
+    if (view.locks) jobs.push(loadLocks(view.ns));
     await Promise.all(jobs);
     if (!watchError) showError('');
   } catch (e) {
@@ -158,30 +191,120 @@ function bar(used, permits) {
   return el('span', { class: 'bar' }, fillEl);
 }
 
+function leaseRows(leases) {
+  const byProc = [...leases].sort((a, b) => a.process_id.localeCompare(b.process_id) || a.lease_id.localeCompare(b.lease_id));
+  return byProc.map((l) => el('tr', { 'data-lease': l.lease_id },
+    el('td', {}, l.process_id), el('td', {}, l.lease_id), el('td', { class: 'num' }, l.ttl_seconds + 's'), el('td', {}, when(l.expires_at))));
+}
+
 async function loadNamespace(ns) {
-  $('ns-name').textContent = ns;
   const proc = $('proc-filter').value.trim();
-  const [sems, leases] = await Promise.all([
-    api('namespaces/' + encodeURIComponent(ns) + '/semaphores'),
-    api('namespaces/' + encodeURIComponent(ns) + '/leases' + (proc ? '?process_id=' + encodeURIComponent(proc) : '')),
+  const q = proc ? '?process_id=' + encodeURIComponent(proc) : '';
+  const base = 'namespaces/' + encodeURIComponent(ns);
+  // Each table stands alone: one that fails (say, a leader of an older
+  // version that has no locks yet) leaves the others shown.
+  const [sems, leases, lockLeases] = await Promise.allSettled([
+    api(base + '/semaphores'), api(base + '/leases' + q), api(base + '/lock-leases' + q),
   ]);
-  fill($('semaphores'), sems.semaphores.map((s) => {
+  const none = proc ? 'no live lease of this process' : 'no live leases';
+  const failed = [];
+  const show = (res, tbody, cols, rows, empty) => {
+    if (res.status === 'fulfilled') return fill(tbody, rows(res.value), cols, empty);
+    if (res.reason instanceof AuthError) throw res.reason;
+    failed.push(res.reason.message);
+    fill(tbody, [], cols, 'cannot read: ' + res.reason.message);
+  };
+  show(sems, $('semaphores'), 5, (r) => r.semaphores.map((s) => {
     const used = Number(s.active_holds), permits = Number(s.permits);
     const bar0 = el('td', {}, bar(used, permits));
     return el('tr', { 'data-sem': s.name },
       el('td', {}, el('a', { href: href(ns, s.name) }, s.name)),
       el('td', { class: 'num' }, used + ' / ' + (permits - used) + ' of ' + permits), bar0,
       el('td', { class: 'num' }, s.active_holders_count), el('td', {}, s.description));
-  }), 5, 'no semaphores');
-  const byProc = [...leases.leases].sort((a, b) => a.process_id.localeCompare(b.process_id) || a.lease_id.localeCompare(b.lease_id));
-  fill($('leases'), byProc.map((l) => el('tr', { 'data-lease': l.lease_id },
-    el('td', {}, l.process_id), el('td', {}, l.lease_id), el('td', { class: 'num' }, l.ttl_seconds + 's'), el('td', {}, when(l.expires_at)))),
-  4, proc ? 'no live lease of this process' : 'no live leases');
+  }), 'no semaphores');
+  show(leases, $('leases'), 4, (r) => leaseRows(r.leases), none);
+  show(lockLeases, $('lock-leases'), 4, (r) => leaseRows(r.leases), none);
+  if (failed.length) throw new Error(failed.join('; '));
 }
 
 $('proc-filter').addEventListener('input', () => { if (view.ns) loadNamespace(view.ns).catch((e) => showError(e.message)); });
 
-// ---- a semaphore, live ----
+// ---- locks: a tree by path segment (polled, and re-read when the lock
+// followed live changes) ----
+
+const MODE = { true: 'exclusive', false: 'shared' };
+
+// lockTree turns held locks (sorted by name) into the rows of a tree: every
+// held lock, every segment above one, and the lock followed live (it may be
+// unheld, waited for).
+function lockTree(locks, extra) {
+  const byName = new Map(locks.map((l) => [l.name, l]));
+  const names = new Set();
+  const add = (name) => {
+    const seg = name.split('/');
+    for (let i = 1; i <= seg.length; i++) names.add(seg.slice(0, i).join('/'));
+  };
+  for (const l of locks) add(l.name);
+  if (extra) add(extra);
+  // Segment order, not string order: "a/b" comes right after "a", before "a-c".
+  const sorted = [...names].sort((a, b) => {
+    const x = a.split('/'), y = b.split('/');
+    for (let i = 0; i < Math.min(x.length, y.length); i++) {
+      if (x[i] !== y[i]) return x[i] < y[i] ? -1 : 1;
+    }
+    return x.length - y.length;
+  });
+  return sorted.map((name) => ({ name, depth: name.split('/').length - 1, lock: byName.get(name) }));
+}
+
+function lockCell(ns, node, span) {
+  const seg = node.name.split('/').pop();
+  const a = el('a', { href: lockHref(ns, node.name), title: node.name, class: node.lock ? '' : 'muted' }, seg);
+  const td = el('td', { class: 'tree-name', rowSpan: span }, a);
+  td.style.paddingLeft = (0.6 + 1.4 * node.depth) + 'em';
+  if (node.lock) td.append(' ', el('span', { class: 'badge ' + (node.lock.state === 'LOCK_STATE_EXCLUSIVE_LOCKED' ? 'excl' : 'shared') }, stateText(node.lock.state)));
+  return td;
+}
+
+function stateText(st) {
+  return { LOCK_STATE_EXCLUSIVE_LOCKED: 'exclusive', LOCK_STATE_SHARED_LOCKED: 'shared' }[st] || 'unlocked';
+}
+
+let locksSeq = 0;
+
+async function loadLocks(ns) {
+  const seq = ++locksSeq;
+  const prefix = $('lock-prefix').value.trim().replace(/^\/+|\/+$/g, '');
+  const r = await api('namespaces/' + encodeURIComponent(ns) + '/locks' + (prefix ? '?prefix=' + encodeURIComponent(prefix) : ''));
+  if (seq !== locksSeq || ns !== view.ns) return; // a newer read (or page) took over
+  const rows = [];
+  for (const node of lockTree(r.locks, view.lock)) {
+    const cls = node.name === view.lock ? 'current' : '';
+    const holders = node.lock ? node.lock.holders : [];
+    if (!holders.length) {
+      rows.push(el('tr', { 'data-lock': node.name, class: cls + (node.lock ? '' : ' path') }, lockCell(ns, node, 1),
+        el('td', { class: 'muted', colSpan: 6 }, node.lock ? 'held by no live lease' : '')));
+      continue;
+    }
+    holders.forEach((h, i) => {
+      const tr = el('tr', { 'data-lock': node.name, 'data-lease': h.lease_id, class: cls });
+      if (i === 0) tr.append(lockCell(ns, node, holders.length));
+      tr.append(el('td', {}, MODE[!!h.exclusive]), el('td', {}, h.process_id), el('td', {}, h.lease_id),
+        el('td', { class: 'num' }, h.fencing_token), whenCell(h.locked_at), whenCell(h.expires_at));
+      rows.push(tr);
+    });
+  }
+  fill($('locks'), rows, 7, prefix ? 'no lock held under ' + prefix : 'no lock is held');
+  $('locks-count').textContent = '(' + r.locks.length + (r.next_pagination_token ? ' shown, the first by name: narrow with a prefix' : '') + ')';
+}
+
+let prefixTimer = null;
+$('lock-prefix').addEventListener('input', () => {
+  clearTimeout(prefixTimer);
+  prefixTimer = setTimeout(() => { if (view.locks) loadLocks(view.ns).catch((e) => showError(e.message)); }, 250);
+});
+
+// ---- a semaphore or a lock, live ----
 
 let watchError = '';
 
@@ -190,44 +313,50 @@ function stopWatch() {
   watchCtl = null;
 }
 
-function setLive(state, text) {
-  const b = $('live');
+function setLive(id, state, text) {
+  const b = $(id);
   b.className = 'badge ' + state;
   b.textContent = text;
 }
 
-async function startWatch(ns, sem) {
+// follow reads a watch's server-sent events until the page leaves it,
+// reconnecting after a second when the stream ends or fails (the node's
+// watch already resumes across leader changes; this covers the node
+// itself going away). on has state(msg), resumed(), absent(msg) and the
+// live badge's id.
+async function follow(url, what, on) {
   const ctl = new AbortController();
   watchCtl = ctl;
-  $('sem-ns').textContent = ns;
-  $('sem-ns').href = href(ns);
-  $('sem-name').textContent = sem;
-  setLive('', 'connecting');
+  setLive(on.badge, '', 'connecting');
   while (!ctl.signal.aborted) {
     try {
-      const r = await fetch('/ui/api/namespaces/' + encodeURIComponent(ns) + '/semaphores/' + encodeURIComponent(sem) + '/watch',
-        { headers: headers(), signal: ctl.signal, cache: 'no-store' });
+      const r = await fetch(url, { headers: headers(), signal: ctl.signal, cache: 'no-store' });
       if (r.status === 401 || r.status === 403) {
-        askToken(r.status === 403 ? 'This token may not read this semaphore.' : 'This cluster requires an access token.');
-        setLive('down', 'no access');
+        askToken(r.status === 403 ? 'This token may not read this ' + what + '.' : 'This cluster requires an access token.');
+        setLive(on.badge, 'down', 'no access');
         return;
       }
       if (!r.ok) {
         const body = await r.json();
-        throw new Error(body.code + ': ' + body.message);
+        if (r.status === 404 && on.absent) {
+          on.absent(body);
+        } else {
+          throw new Error(body.code + ': ' + body.message);
+        }
+      } else {
+        await readEvents(r.body.getReader(), ctl, on);
       }
-      await readEvents(r.body.getReader(), ctl);
     } catch (e) {
       if (ctl.signal.aborted) return;
       watchError = e.message;
       showError(e.message);
-      setLive('down', 'reconnecting');
+      setLive(on.badge, 'down', 'reconnecting');
     }
     await new Promise((res) => setTimeout(res, 1000));
   }
 }
 
-async function readEvents(reader, ctl) {
+async function readEvents(reader, ctl, on) {
   const dec = new TextDecoder();
   let buf = '';
   for (;;) {
@@ -244,7 +373,12 @@ async function readEvents(reader, ctl) {
         else if (line.startsWith('data: ')) data += line.slice(6);
       }
       if (event === 'state') {
-        showState(JSON.parse(data));
+        watchError = '';
+        showError('');
+        setLive(on.badge, 'live', 'live');
+        on.state(JSON.parse(data));
+      } else if (event === 'resumed') {
+        on.resumed();
       } else if (event === 'end') {
         const e = JSON.parse(data);
         throw new Error('watch ended: ' + e.code + ': ' + e.message);
@@ -253,14 +387,31 @@ async function readEvents(reader, ctl) {
   }
 }
 
-function showState(m) {
-  watchError = '';
-  showError('');
-  setLive('live', 'live');
+function resumedNote() {
+  return 'resumed on a new leader at ' + new Date().toISOString().slice(11, 19) + ' UTC';
+}
+
+function startWatch(ns, sem) {
+  $('sem-ns').textContent = ns;
+  $('sem-ns').href = href(ns);
+  $('sem-name').textContent = sem;
+  let note = '';
+  follow('/ui/api/namespaces/' + encodeURIComponent(ns) + '/semaphores/' + encodeURIComponent(sem) + '/watch', 'semaphore', {
+    badge: 'live',
+    state: (m) => { showState(m, note); note = ''; },
+    resumed: () => { note = resumedNote(); },
+  });
+}
+
+function indexText(m, note) {
+  return 'raft index ' + m.raft_index + (Number(m.changes) > 1 ? ' (' + m.changes + ' changes)' : '') + (note ? ', ' + note : '');
+}
+
+function showState(m, note) {
   const s = m.semaphore, used = Number(s.active_holds), permits = Number(s.permits);
   $('sem-permits').textContent = used + ' of ' + permits + ' permits used, ' + (permits - used) + ' free';
   $('sem-bar').style.width = (permits > 0 ? Math.min(100, (100 * used) / permits) : 0) + '%';
-  $('sem-index').textContent = 'raft index ' + m.raft_index + (Number(m.changes) > 1 ? ' (' + m.changes + ' changes)' : '');
+  $('sem-index').textContent = indexText(m, note);
   $('semaphore').dataset.index = m.raft_index;
   $('holders-count').textContent = '(' + s.active_holders_count + ')';
   fill($('holders'), m.holders.map((h) => el('tr', { 'data-process': h.process_id, 'data-lease': h.lease_id },
@@ -270,6 +421,71 @@ function showState(m) {
   fill($('waiters'), m.waiters.map((w) => el('tr', { 'data-process': w.process_id, 'data-position': w.position },
     el('td', { class: 'num' }, w.position), el('td', {}, w.process_id), el('td', {}, w.lease_id), el('td', { class: 'num' }, w.weight),
     el('td', { class: 'num' }, w.waiting_weight), el('td', {}, when(w.waiting_since)), el('td', {}, when(w.deadline)))), 7, 'nobody waits');
+}
+
+function startLockWatch(ns, lock) {
+  // The name as a path: each ancestor links to its own lock.
+  const seg = lock.split('/');
+  $('lock-name').replaceChildren(...seg.flatMap((s, i) => {
+    const part = i === seg.length - 1 ? el('span', {}, s) : el('a', { href: lockHref(ns, seg.slice(0, i + 1).join('/')) }, s);
+    return i ? ['/', part] : [part];
+  }));
+  let note = '', holdersKey = null;
+  follow('/ui/api/namespaces/' + encodeURIComponent(ns) + '/lock-watch/' + lock.split('/').map(encodeURIComponent).join('/'), 'lock', {
+    badge: 'lock-live',
+    state: (m) => {
+      showLockState(ns, lock, m, note);
+      note = '';
+      // The tree shows holders too: re-read it when they change.
+      const key = JSON.stringify(m.lock.holders.map((h) => [h.lease_id, h.exclusive, h.fencing_token]));
+      if (holdersKey !== null && key !== holdersKey && view.locks) loadLocks(ns).catch((e) => showError(e.message));
+      holdersKey = key;
+    },
+    resumed: () => { note = resumedNote(); },
+    absent: (body) => {
+      // Not a lock of this namespace (the namespace is gone?): say so in
+      // place, and keep trying.
+      setLive('lock-live', 'down', 'not found');
+      $('lock-state').textContent = body.code + ': ' + body.message;
+    },
+  });
+}
+
+let waitersReading = false;
+const WATCH_MAX = 1000;
+
+function showLockState(ns, lock, m, note) {
+  const l = m.lock;
+  const holders = l.holders || [];
+  let line = 'unlocked: nobody holds it';
+  if (holders.length) {
+    line = stateText(l.state) + ', locked since ' + when(l.locked_at) + ', last activity ' + when(l.last_activity_at);
+  }
+  $('lock-state').textContent = line;
+  $('lock-index').textContent = indexText(m, note);
+  $('lock').dataset.index = m.raft_index;
+  // A watch message carries at most WATCH_MAX holders (a shared lock may
+  // have more), and no count of them.
+  $('lock-holders-count').textContent = '(' + (holders.length >= WATCH_MAX ? 'the first ' + holders.length : holders.length) + ')';
+  fill($('lock-holders'), holders.map((h) => el('tr', { 'data-process': h.process_id, 'data-lease': h.lease_id, 'data-mode': MODE[!!h.exclusive] },
+    el('td', {}, MODE[!!h.exclusive]), el('td', {}, h.process_id), el('td', {}, h.lease_id), el('td', { class: 'num' }, h.fencing_token),
+    whenCell(h.locked_at), whenCell(h.expires_at))), 6, 'nobody holds it');
+  showLockWaiters(m.waiters, Number(m.waiters_count));
+  // A watch message carries the head of a long queue only: read the rest.
+  if (m.waiters.length < Number(m.waiters_count) && !waitersReading) {
+    waitersReading = true;
+    api('namespaces/' + encodeURIComponent(ns) + '/lock-waiters/' + lock.split('/').map(encodeURIComponent).join('/'))
+      .then((r) => { if (view.lock === lock) showLockWaiters(r.waiters, Number(m.waiters_count)); })
+      .catch((e) => { if (!(e instanceof AuthError)) showError(e.message); })
+      .finally(() => { waitersReading = false; });
+  }
+}
+
+function showLockWaiters(waiters, count) {
+  $('lock-waiters-count').textContent = '(' + count + (waiters.length < count ? ', showing ' + waiters.length : '') + ')';
+  fill($('lock-waiters'), waiters.map((w) => el('tr', { 'data-process': w.process_id, 'data-lease': w.lease_id, 'data-position': w.position, 'data-mode': MODE[!!w.exclusive] },
+    el('td', { class: 'num' }, w.position), el('td', {}, MODE[!!w.exclusive]), el('td', {}, w.upgrade ? 'upgrade' : ''),
+    el('td', {}, w.process_id), el('td', {}, w.lease_id), whenCell(w.waiting_since), whenCell(w.deadline))), 7, 'nobody waits');
 }
 
 route();
