@@ -195,8 +195,8 @@ func (w *world) locker(ctx context.Context, proc int, seed int64) {
 				held[name] = excl
 			}
 		case x < 75:
-			for n := range held {
-				if rng.Intn(2) == 0 {
+			for _, n := range lockNames { // in order: the seed decides
+				if _, ok := held[n]; ok && rng.Intn(2) == 0 {
 					name = n
 				}
 			}
