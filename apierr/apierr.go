@@ -77,6 +77,11 @@ const (
 	TokenNotFound = "TOKEN_NOT_FOUND"
 )
 
+// UpgradeConflict: AcquireLock of a shared holder asking for exclusive
+// while another lease's upgrade of the same lock (or an ancestor or a
+// descendant) waits; nothing changed. Code FailedPrecondition.
+const UpgradeConflict = "UPGRADE_CONFLICT"
+
 // LeaseGone reports whether err says the caller's lease no longer exists:
 // NotFound with LeaseNotFound, or with NamespaceNotFound (deleting a
 // namespace deletes its leases). A missing semaphore is not a lost lease.

@@ -20,6 +20,9 @@
 //     however the function ends (also when it panics);
 //   - WithLease and Session.Orphan: resume an existing lease after a
 //     restart, and leave one without revoking it (hand-over);
+//   - LockSession (NewLockSession), Lock and WithLock: the same for locks,
+//     exclusive or shared on /-separated names, under a lock lease (ll_);
+//     Client.WatchLockState follows a lock;
 //   - Config.Observer: three events per acquire (start, rejected, stop),
 //     exported as Prometheus metrics by client/promobserver;
 //   - reachability: a member address this client cannot dial is routed
@@ -53,11 +56,14 @@
 //     NotFound, which Session.Close treats as success), UpdateNamespace and
 //     UpdateSemaphore (expected_version makes a second apply impossible: a
 //     retry after an update that did apply answers InvalidArgument
-//     "version mismatch");
+//     "version mismatch"); and the lock calls in the same way
+//     (RefreshLockLease, RevokeLockLease, AcquireLock, ReleaseLock,
+//     DeleteLock);
 //   - calls that are not idempotent (CreateNamespace, CreateSemaphore,
-//     CreateSemaphoreLease, AddMember, RemoveMember, TransferLeadership) are
-//     retried only when the error proves that the call never reached the
-//     Raft log: its google.rpc.ErrorInfo reason (package apierr) is
+//     CreateSemaphoreLease, CreateLockLease, AddMember, RemoveMember,
+//     TransferLeadership) are retried only when the error proves that the
+//     call never reached the Raft log: its google.rpc.ErrorInfo reason
+//     (package apierr) is
 //     NOT_LEADER (raft refused the entry, or the node does not lead and did
 //     not forward) or NOT_SENT (the leader was not ready, raft never
 //     enqueued the entry, a follower could not reach the leader, or this

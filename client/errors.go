@@ -28,14 +28,25 @@ var (
 
 	// ErrTimeout: a blocking acquire was not granted before its context's
 	// deadline (outcome ACQUIRE_OUTCOME_TIMED_OUT). Returned wrapped in an
-	// *AcquireError.
+	// *AcquireError (a semaphore) or a *LockAcquireError (a lock).
 	ErrTimeout = errors.New("grackle: acquire timed out")
 
 	// ErrWouldBlock: a non-blocking acquire (TryAcquire) was not granted at
 	// once, because the permits are in use or earlier waiters are queued
 	// (outcome ACQUIRE_OUTCOME_UNAVAILABLE; not to be confused with the
-	// gRPC code Unavailable). Returned wrapped in an *AcquireError.
+	// gRPC code Unavailable). Returned wrapped in an *AcquireError. A
+	// lock's TryAcquire returns it too, wrapped in a *LockAcquireError,
+	// when a conflicting hold or an earlier conflicting request is in the
+	// way.
 	ErrWouldBlock = errors.New("grackle: permits not available without waiting")
+
+	// ErrUpgradeConflict: an upgrade of a shared lock hold to exclusive
+	// was refused at once because another lease's upgrade of the same lock
+	// already waits (the two would wait for each other forever). The
+	// shared hold stays; release it (and acquire again) to let the other
+	// upgrade through. It wraps the server's FailedPrecondition with
+	// reason UPGRADE_CONFLICT, so status.Code still reports that.
+	ErrUpgradeConflict = errors.New("grackle: lock upgrade conflicts with another lease's waiting upgrade")
 
 	// ErrWeightExceedsPermits: the weight asked for is larger than the
 	// semaphore's permits, so it can never be granted (the server's

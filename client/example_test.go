@@ -171,3 +171,58 @@ func ExampleSemaphore_TryAcquire() {
 	// b, try: true
 	// b, wait 1s: true
 }
+
+// Locks are held under a lock session (a lock lease kept alive in the
+// background). A lock on "orders" covers "orders/eu": while one lease
+// holds it exclusively, another cannot take "orders/eu", and the error
+// says why. WithLock runs a function holding a lock and releases it
+// however the function ends.
+func ExampleWithLock() {
+	addr, stop := startExampleServer()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	cli, err := client.New(ctx, client.Config{Endpoints: []string{addr}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.CreateNamespace(ctx, &pb.CreateNamespaceRequest{Name: "shop"}); err != nil {
+		log.Fatal(err)
+	}
+	a, err := cli.NewLockSession(ctx, "shop", "billing-1", 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer a.Close(ctx)
+	b, err := cli.NewLockSession(ctx, "shop", "report-1", 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close(ctx)
+
+	err = client.WithLock(ctx, a.Lock("orders"), client.Exclusive, func(ctx context.Context, g *client.LockGrant) error {
+		// Pass g.FencingToken to the resource, so that it can refuse
+		// writes from a holder whose lock has since moved on.
+		fmt.Println("holding", g.Lock, g.Mode, "; fencing token issued:", g.FencingToken > 0)
+		_, err := b.Lock("orders/eu").TryAcquire(ctx, client.Shared)
+		var le *client.LockAcquireError
+		if errors.As(err, &le) {
+			fmt.Println("orders/eu:", errors.Is(err, client.ErrWouldBlock), le.Reason, le.BlockingLocks)
+		}
+		return nil
+	})
+	fmt.Println("result:", err)
+
+	g, err := b.Lock("orders/eu").TryAcquire(ctx, client.Shared)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("then", g.Lock, g.Mode)
+	// Output:
+	// holding orders exclusive ; fencing token issued: true
+	// orders/eu: true CONTENTION_REASON_ANCESTOR [orders]
+	// result: <nil>
+	// then orders/eu shared
+}

@@ -147,7 +147,13 @@ var errDeadlineNear = errors.New("deadline too near to start a call")
 // waitSeconds is the timeout_seconds of a blocking call under ctx, or -1
 // when too little time is left to make one.
 func (m *Semaphore) waitSeconds(ctx context.Context) int64 {
-	max := int64(m.sess.c.cfg.MaxAcquireTimeout / time.Second)
+	return waitSeconds(m.sess.c, ctx)
+}
+
+// waitSeconds is the timeout_seconds of a blocking acquire (of a semaphore
+// or a lock) under ctx, or -1 when too little time is left to make one.
+func waitSeconds(c *Client, ctx context.Context) int64 {
+	max := int64(c.cfg.MaxAcquireTimeout / time.Second)
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return max

@@ -27,6 +27,7 @@ const DefaultSessionTTL = 60 * time.Second
 // never later than the moment the leader stamped it.
 type Session struct {
 	c         *Client
+	kind      *leaseKind // semaphore lease (ls_) or lock lease (ll_)
 	ns        string
 	processID string
 	ttl       time.Duration // whole seconds
@@ -55,7 +56,8 @@ type Session struct {
 type SessionOption func(*sessionOptions)
 
 type sessionOptions struct {
-	leaseID string
+	leaseID  string
+	metadata map[string]string
 }
 
 // WithLease makes NewSession resume the existing lease leaseID instead of
@@ -70,8 +72,17 @@ type sessionOptions struct {
 // The handles of a resumed session do not know what the lease already
 // holds: Acquire again (a re-acquire is idempotent) to adopt a hold, or
 // Release it.
+//
+// NewLockSession takes it too, with a lock lease id (ll_...).
 func WithLease(leaseID string) SessionOption {
 	return func(o *sessionOptions) { o.leaseID = leaseID }
+}
+
+// WithLeaseMetadata sets the metadata of the lease NewLockSession creates
+// (lock leases carry metadata; semaphore leases do not, and NewSession
+// refuses it). A resumed lease keeps its own.
+func WithLeaseMetadata(md map[string]string) SessionOption {
+	return func(o *sessionOptions) { o.metadata = md }
 }
 
 // NewSession creates a lease in namespace for processID with the given TTL
@@ -79,61 +90,65 @@ func WithLease(leaseID string) SessionOption {
 // refreshing it. The namespace must exist. With WithLease it resumes an
 // existing lease instead.
 func (c *Client) NewSession(ctx context.Context, namespace, processID string, ttl time.Duration, opts ...SessionOption) (*Session, error) {
+	return c.newSession(ctx, semaphoreLeases, namespace, processID, ttl, opts)
+}
+
+// newSession is NewSession for a lease of either kind.
+func (c *Client) newSession(ctx context.Context, kind *leaseKind, namespace, processID string, ttl time.Duration, opts []SessionOption) (*Session, error) {
 	var o sessionOptions
 	for _, f := range opts {
 		f(&o)
 	}
+	if o.metadata != nil && !kind.hasMetadata {
+		return nil, fmt.Errorf("grackle: %s leases carry no metadata (WithLeaseMetadata is for lock sessions)", kind.name)
+	}
 	if o.leaseID != "" {
-		return c.resumeSession(ctx, namespace, o.leaseID, ttl)
+		return c.resumeSession(ctx, kind, namespace, o.leaseID, ttl)
 	}
 	if ttl <= 0 {
 		ttl = DefaultSessionTTL
 	}
 	secs := int64((ttl + time.Second - 1) / time.Second)
-	s := &Session{c: c, ns: namespace, processID: processID, ttl: time.Duration(secs) * time.Second,
+	s := &Session{c: c, kind: kind, ns: namespace, processID: processID, ttl: time.Duration(secs) * time.Second,
 		loopDone: make(chan struct{}), sems: map[string]*Semaphore{}}
 	var sent time.Time
-	var resp *pb.CreateSemaphoreLeaseResponse
-	err := c.invoke(ctx, retryIfNotSent, nil, func(ctx context.Context, cc grpc.ClientConnInterface, o []grpc.CallOption) error {
+	var leaseID string
+	err := c.invoke(ctx, retryIfNotSent, nil, func(ctx context.Context, cc grpc.ClientConnInterface, o2 []grpc.CallOption) error {
 		sent = time.Now()
-		r, err := pb.NewGrackleServiceClient(cc).CreateSemaphoreLease(ctx, &pb.CreateSemaphoreLeaseRequest{
-			NamespaceName: namespace, ProcessId: processID, TtlSeconds: secs}, o...)
-		resp = r
+		id, err := kind.create(ctx, pb.NewGrackleServiceClient(cc), namespace, processID, secs, o.metadata, o2)
+		leaseID = id
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.leaseID = resp.Lease.LeaseId
+	s.leaseID = leaseID
 	if err := c.startSession(s, sent); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// resumeSession is NewSession with WithLease.
-func (c *Client) resumeSession(ctx context.Context, namespace, leaseID string, ttl time.Duration) (*Session, error) {
-	cur, err := c.GetSemaphoreLease(ctx, &pb.GetSemaphoreLeaseRequest{NamespaceName: namespace, LeaseId: leaseID})
+// resumeSession is newSession with WithLease.
+func (c *Client) resumeSession(ctx context.Context, kind *leaseKind, namespace, leaseID string, ttl time.Duration) (*Session, error) {
+	processID, secs, err := kind.get(ctx, c, namespace, leaseID)
 	if apierr.LeaseGone(err) {
 		return nil, fmt.Errorf("%w: cannot resume lease %s: %w", ErrLeaseLost, leaseID, err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	secs := cur.GetLease().GetTtlSeconds()
 	if ttl > 0 {
 		secs = int64((ttl + time.Second - 1) / time.Second)
 	}
-	s := &Session{c: c, ns: namespace, processID: cur.GetLease().GetProcessId(), ttl: time.Duration(secs) * time.Second,
+	s := &Session{c: c, kind: kind, ns: namespace, processID: processID, ttl: time.Duration(secs) * time.Second,
 		leaseID: leaseID, resumed: true, loopDone: make(chan struct{}), sems: map[string]*Semaphore{}}
 	// Refresh at once: the client's conservative clock needs the send time
 	// of a successful refresh.
 	var sent time.Time
 	err = c.invoke(ctx, retryAlways, nil, func(ctx context.Context, cc grpc.ClientConnInterface, o []grpc.CallOption) error {
 		sent = time.Now()
-		_, err := pb.NewGrackleServiceClient(cc).RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{
-			NamespaceName: namespace, LeaseId: leaseID, TtlSeconds: secs}, o...)
-		return err
+		return kind.refresh(ctx, pb.NewGrackleServiceClient(cc), namespace, leaseID, secs, o)
 	})
 	if apierr.LeaseGone(err) {
 		return nil, fmt.Errorf("%w: cannot resume lease %s: %w", ErrLeaseLost, leaseID, err)
@@ -268,9 +283,7 @@ func (s *Session) run() {
 		var sent time.Time
 		err := s.c.invoke(ctx, retryAlways, nil, func(ctx context.Context, cc grpc.ClientConnInterface, o []grpc.CallOption) error {
 			sent = time.Now()
-			_, err := pb.NewGrackleServiceClient(cc).RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{
-				NamespaceName: s.ns, LeaseId: s.leaseID, TtlSeconds: int64(s.ttl / time.Second)}, o...)
-			return err
+			return s.kind.refresh(ctx, pb.NewGrackleServiceClient(cc), s.ns, s.leaseID, int64(s.ttl/time.Second), o)
 		})
 		cancel()
 		switch {
@@ -314,7 +327,7 @@ func (s *Session) Close(ctx context.Context) error {
 			s.closeErr = ErrClientClosed
 			return
 		}
-		_, err := s.c.RevokeSemaphoreLease(ctx, &pb.RevokeSemaphoreLeaseRequest{NamespaceName: s.ns, LeaseId: s.leaseID})
+		err := s.kind.revoke(ctx, s.c, s.ns, s.leaseID)
 		if apierr.LeaseGone(err) {
 			err = nil
 		}
@@ -350,4 +363,41 @@ func (s *Session) Semaphore(name string) *Semaphore {
 		s.sems[name] = m
 	}
 	return m
+}
+
+// leaseKind is what differs between a semaphore lease and a lock lease:
+// the four lease RPCs a session makes. The session machinery (refresh
+// every TTL/3, the client's conservative expiry clock, loss, Close and
+// Orphan) is the same for both.
+type leaseKind struct {
+	name        string // "semaphore" or "lock", for messages
+	hasMetadata bool   // the create call takes lease metadata
+	// create makes a lease and returns its id (one attempt on api).
+	create func(ctx context.Context, api pb.GrackleServiceClient, ns, processID string, secs int64, md map[string]string, o []grpc.CallOption) (string, error)
+	// get reads a lease's process id and ttl_seconds (with retries).
+	get func(ctx context.Context, c *Client, ns, leaseID string) (processID string, secs int64, err error)
+	// refresh is one RefreshXLease attempt on api.
+	refresh func(ctx context.Context, api pb.GrackleServiceClient, ns, leaseID string, secs int64, o []grpc.CallOption) error
+	// revoke revokes a lease (with retries).
+	revoke func(ctx context.Context, c *Client, ns, leaseID string) error
+}
+
+var semaphoreLeases = &leaseKind{
+	name: "semaphore",
+	create: func(ctx context.Context, api pb.GrackleServiceClient, ns, processID string, secs int64, _ map[string]string, o []grpc.CallOption) (string, error) {
+		r, err := api.CreateSemaphoreLease(ctx, &pb.CreateSemaphoreLeaseRequest{NamespaceName: ns, ProcessId: processID, TtlSeconds: secs}, o...)
+		return r.GetLease().GetLeaseId(), err
+	},
+	get: func(ctx context.Context, c *Client, ns, leaseID string) (string, int64, error) {
+		r, err := c.GetSemaphoreLease(ctx, &pb.GetSemaphoreLeaseRequest{NamespaceName: ns, LeaseId: leaseID})
+		return r.GetLease().GetProcessId(), r.GetLease().GetTtlSeconds(), err
+	},
+	refresh: func(ctx context.Context, api pb.GrackleServiceClient, ns, leaseID string, secs int64, o []grpc.CallOption) error {
+		_, err := api.RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{NamespaceName: ns, LeaseId: leaseID, TtlSeconds: secs}, o...)
+		return err
+	},
+	revoke: func(ctx context.Context, c *Client, ns, leaseID string) error {
+		_, err := c.RevokeSemaphoreLease(ctx, &pb.RevokeSemaphoreLeaseRequest{NamespaceName: ns, LeaseId: leaseID})
+		return err
+	},
 }

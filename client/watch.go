@@ -72,39 +72,64 @@ func (c *Client) Watch(ctx context.Context, ns, sem string) <-chan WatchUpdate {
 // watchLoop reads streams, reopening them, and hands every update to in
 // (which deliverLatest drains at once).
 func (c *Client) watchLoop(ctx context.Context, req *pb.WatchSemaphoreRequest, in chan<- WatchUpdate) {
+	followStreams(ctx, c, func(ctx context.Context) (recvStream[*pb.WatchSemaphoreResponse], error) {
+		return c.WatchSemaphore(ctx, req)
+	}, func(m *pb.WatchSemaphoreResponse, resumed bool, err error) WatchUpdate {
+		return WatchUpdate{State: m, Resumed: resumed, Err: err}
+	}, in)
+}
+
+// watchMessage is what followStreams reads of a watch stream's messages
+// (WatchSemaphoreResponse, WatchLockResponse).
+type watchMessage interface {
+	GetRaftIndex() uint64
+	GetInitial() bool
+}
+
+// recvStream is the receiving end of a server stream of M.
+type recvStream[M any] interface{ Recv() (M, error) }
+
+// followStreams opens streams with open, reopening them after the ends
+// that resumable says a reopen cures, and hands every state to in as
+// update(m, resumed, nil), then the end as update(zero, false, err); it
+// closes in when done.
+func followStreams[M watchMessage, U any](ctx context.Context, c *Client,
+	open func(context.Context) (recvStream[M], error),
+	update func(m M, resumed bool, err error) U, in chan<- U) {
 	defer close(in)
+	var zero M
 	var last uint64
 	resumed := false
 	for attempt := 0; ; {
-		st, err := c.WatchSemaphore(ctx, req)
+		st, err := open(ctx)
 		if err == nil {
 			attempt = 0
 			for {
-				var m *pb.WatchSemaphoreResponse
+				var m M
 				if m, err = st.Recv(); err != nil {
 					break
 				}
-				if m.RaftIndex < last {
+				if m.GetRaftIndex() < last {
 					continue // an older view than one already delivered
 				}
-				last = m.RaftIndex
-				in <- WatchUpdate{State: m, Resumed: resumed && m.Initial}
-				if m.Initial {
+				last = m.GetRaftIndex()
+				in <- update(m, resumed && m.GetInitial(), nil)
+				if m.GetInitial() {
 					resumed = false
 				}
 			}
 		}
 		if ctx.Err() != nil {
-			in <- WatchUpdate{Err: ctx.Err()}
+			in <- update(zero, false, ctx.Err())
 			return
 		}
 		if !resumable(err) {
-			in <- WatchUpdate{Err: err}
+			in <- update(zero, false, err)
 			return
 		}
 		resumed = true
 		if serr := sleepCtx(ctx, c.backoff(attempt)); serr != nil {
-			in <- WatchUpdate{Err: serr}
+			in <- update(zero, false, serr)
 			return
 		}
 		attempt++
@@ -133,11 +158,28 @@ func resumable(err error) bool {
 // undelivered state when out's reader is slow (Changes are summed). Once
 // ctx has ended it stops delivering: it drains in and closes out.
 func deliverLatest(ctx context.Context, in <-chan WatchUpdate, out chan<- WatchUpdate) {
+	deliverLatestOf(ctx, in, out, func(older, newer WatchUpdate) (WatchUpdate, bool) {
+		if older.Err != nil || newer.Err != nil {
+			return newer, false
+		}
+		// Fold the undelivered state into the newer one (which came from
+		// Recv and is ours to change).
+		newer.Resumed = newer.Resumed || older.Resumed
+		newer.State.Changes += older.State.GetChanges()
+		return newer, true
+	})
+}
+
+// deliverLatestOf is deliverLatest for any kind of update: fold merges an
+// undelivered update into a newer one and reports true, or reports false
+// when one of them is the end (an error), which is then delivered after
+// the last state.
+func deliverLatestOf[U any](ctx context.Context, in <-chan U, out chan<- U, fold func(older, newer U) (U, bool)) {
 	defer close(out)
-	var pending *WatchUpdate
+	var pending *U
 	for {
-		var send chan<- WatchUpdate
-		var next WatchUpdate
+		var send chan<- U
+		var next U
 		if pending != nil {
 			send, next = out, *pending
 		} else if in == nil {
@@ -150,13 +192,11 @@ func deliverLatest(ctx context.Context, in <-chan WatchUpdate, out chan<- WatchU
 				in = nil
 			case pending == nil:
 				pending = &u
-			case pending.Err == nil && u.Err == nil:
-				// Fold the undelivered state into the newer one (which
-				// came from Recv and is ours to change).
-				u.Resumed = u.Resumed || pending.Resumed
-				u.State.Changes += pending.State.GetChanges()
-				pending = &u
 			default:
+				if merged, ok := fold(*pending, u); ok {
+					pending = &merged
+					break
+				}
 				// The end: deliver the last state first, then the error.
 				select {
 				case out <- *pending:
@@ -167,9 +207,9 @@ func deliverLatest(ctx context.Context, in <-chan WatchUpdate, out chan<- WatchU
 		case send <- next:
 			pending = nil
 		case <-ctx.Done():
-			// Drain what watchLoop still sends until it closes in; once in
-			// is closed (nil here) there is nothing to drain, and ranging
-			// over a nil channel would block for ever.
+			// Drain what the stream loop still sends until it closes in;
+			// once in is closed (nil here) there is nothing to drain, and
+			// ranging over a nil channel would block for ever.
 			if in != nil {
 				for range in {
 				}

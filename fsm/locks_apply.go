@@ -15,10 +15,6 @@ type LockGrantResult struct {
 	Holder *pb.LockHolder
 }
 
-// ReasonUpgradeConflict marks a second upgrade request on a lock while
-// one waits (API.md, AcquireLock rule 5).
-const ReasonUpgradeConflict = "UPGRADE_CONFLICT"
-
 // setLeaseResult puts a lease into the result as the view of its kind.
 func (a *applier) setLeaseResult(l leaseRec) {
 	if IsLockLeaseID(l.id) {

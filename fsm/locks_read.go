@@ -120,6 +120,23 @@ func (f *FSM) LockHeld(ns, name, lease string) (held, excl bool) {
 	return false, false
 }
 
+// LockStanding is what the leader reads of a lease before its request on
+// a lock, under one read of the state: whether it holds the lock and in
+// which mode, and whether a hold of its own covers the request
+// (LockCovered).
+func (f *FSM) LockStanding(ns, name, lease string, excl bool) (held, heldExcl, covered bool) {
+	s, done := f.read()
+	defer done()
+	li := s.identOf(ns, lease)
+	if li == nil || li.lockCount() == 0 {
+		return false, false, false
+	}
+	if h := li.lockOf(name); h != nil {
+		held, heldExcl = true, h.excl
+	}
+	return held, heldExcl, s.covered(li, name, excl)
+}
+
 // LockCovered says whether a lease already holds the lock or one of its
 // ancestors in a mode at least as strong as asked (exclusive covers
 // both). Granting a covered request blocks nobody the covering hold does
@@ -128,7 +145,14 @@ func (f *FSM) LockCovered(ns, name, lease string, excl bool) bool {
 	s, done := f.read()
 	defer done()
 	li := s.identOf(ns, lease)
-	if li == nil || li.lockCount() == 0 {
+	if li == nil {
+		return false
+	}
+	return s.covered(li, name, excl)
+}
+
+func (s *state) covered(li *leaseIdent, name string, excl bool) bool {
+	if li.lockCount() == 0 {
 		return false
 	}
 	covers := func(n string) bool {

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
@@ -258,7 +259,7 @@ func (h *lockHarness) acquire() string {
 		h.t.Fatalf("acquire %s by %s (upgrade %v): refused %v, model says %v (model %s; queues %v)", n, l, m.upgrade, err, wantRefused, describeQueue(h.queue), dump)
 	}
 	if err != nil {
-		if le, ok := err.(*Error); !ok || le.Code != codes.FailedPrecondition || le.Reason != fsm.ReasonUpgradeConflict {
+		if le, ok := err.(*Error); !ok || le.Code != codes.FailedPrecondition || le.Reason != apierr.UpgradeConflict {
 			h.t.Fatalf("refused with %v (model %s)", err, describeQueue(h.queue))
 		}
 		return "refused upgrade " + n

@@ -74,10 +74,9 @@ func (t *Term) revokeLockLease(ctx context.Context, ns, leaseID string) (*fsm.Re
 // index of its own command (0 when none applied).
 func (t *Term) AcquireLock(ctx context.Context, r LockRequest) (resp *pb.AcquireLockResponse, index uint64, err error) {
 	f := t.l.fsm
-	held, heldExcl := f.LockHeld(r.Namespace, r.Lock, r.LeaseID)
+	held, heldExcl, covered := f.LockStanding(r.Namespace, r.Lock, r.LeaseID, r.Exclusive)
 	w := newWaiter(fsm.SemKey{Namespace: r.Namespace}, r.LeaseID, 0, r.Metadata, r.Timeout, t.l.clock.Now())
-	w.lock = &lockWant{name: r.Lock, excl: r.Exclusive, upgrade: held && !heldExcl && r.Exclusive,
-		covered: f.LockCovered(r.Namespace, r.Lock, r.LeaseID, r.Exclusive)}
+	w.lock = &lockWant{name: r.Lock, excl: r.Exclusive, upgrade: held && !heldExcl && r.Exclusive, covered: covered}
 	behind, err := t.q.enqueue(w)
 	if err != nil {
 		return nil, 0, err

@@ -1,6 +1,7 @@
 package leader
 
 import (
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -102,7 +103,7 @@ func (q *queues) enqueueLockLocked(w *waiter) (behind bool, err error) {
 		// other) each wait for the other's shared hold: refused at once.
 		if w.lock.upgrade && o.lock.upgrade && o.state != Done &&
 			fsm.LocksConflict(o.leaseID, o.lock.name, true, w.leaseID, w.lock.name, true) {
-			return false, newError(codes.FailedPrecondition, fsm.ReasonUpgradeConflict,
+			return false, newError(codes.FailedPrecondition, apierr.UpgradeConflict,
 				"lock %q: another holder's upgrade to exclusive already waits on %q; two upgrades would wait for each other (release the shared hold and acquire exclusive instead)", w.lock.name, o.lock.name)
 		}
 	}
@@ -300,14 +301,17 @@ func lockGrantsFor(ws []*waiter) []*fsmpb.LockGrant {
 func (q *queues) attachLocks(cmd *fsmpb.Command, ns string, changes []fsm.LockChange) []*waiter {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	seen := map[treeKey]bool{}
+	if len(q.byTree) == 0 {
+		return nil // nobody waits for any lock: the common, uncontended case
+	}
+	var seen []treeKey
 	var out []*waiter
 	for _, c := range changes {
 		k := treeOf(ns, c.Name)
-		if seen[k] {
+		if slices.Contains(seen, k) {
 			continue
 		}
-		seen[k] = true
+		seen = append(seen, k)
 		out = append(out, q.collectTreeLocked(k, changes)...)
 	}
 	cmd.LockGrants = append(cmd.LockGrants, lockGrantsFor(out)...)

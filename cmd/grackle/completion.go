@@ -1,12 +1,12 @@
 package main
 
-// Shell completion of namespace and semaphore names, asked of the cluster.
-// Cobra's `grackle completion bash|zsh|fish|powershell` prints the shell
-// script; the script calls the hidden `grackle __complete ...`, which runs
-// the functions below. Every command whose Use names NAMESPACE or
-// NAMESPACE SEMAPHORE as its first arguments gets them (see
-// attachCompletion), so new commands that follow the convention need
-// nothing more.
+// Shell completion of namespace, semaphore and lock names, asked of the
+// cluster. Cobra's `grackle completion bash|zsh|fish|powershell` prints
+// the shell script; the script calls the hidden `grackle __complete ...`,
+// which runs the functions below. Every command whose Use names
+// NAMESPACE, NAMESPACE SEMAPHORE or NAMESPACE LOCK as its first arguments
+// gets them (see attachCompletion), so new commands that follow the
+// convention need nothing more.
 
 import (
 	"context"
@@ -26,7 +26,7 @@ const (
 )
 
 // attachCompletion walks cmd's tree and gives every command whose
-// arguments start with NAMESPACE [SEMAPHORE] a completion of those names
+// arguments start with NAMESPACE [SEMAPHORE|LOCK] a completion of those names
 // (the name a create makes is not completed).
 func (a *app) attachCompletion(cmd *cobra.Command) {
 	for _, c := range cmd.Commands() {
@@ -39,9 +39,13 @@ func (a *app) attachCompletion(cmd *cobra.Command) {
 	if len(fields) < 2 || fields[1] != "NAMESPACE" {
 		return
 	}
-	n := 1 // positional names completed
+	// n positional names are completed; second completes the second.
+	n, second := 1, a.completeNames
 	if len(fields) > 2 && fields[2] == "SEMAPHORE" {
 		n = 2
+	}
+	if len(fields) > 2 && fields[2] == "LOCK" {
+		n, second = 2, a.completeLockNames
 	}
 	if cmd.Name() == "create" && len(fields)-1 == n {
 		n-- // the last positional of a create is the new name
@@ -54,7 +58,7 @@ func (a *app) attachCompletion(cmd *cobra.Command) {
 		case len(args) == 0:
 			return a.completeNames(cmd, "", toComplete), cobra.ShellCompDirectiveNoFileComp
 		case len(args) == 1 && n == 2:
-			return a.completeNames(cmd, args[0], toComplete), cobra.ShellCompDirectiveNoFileComp
+			return second(cmd, args[0], toComplete), cobra.ShellCompDirectiveNoFileComp
 		}
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
@@ -74,23 +78,80 @@ func (a *app) completeSemaphoreFlag(cmd *cobra.Command, _ []string, toComplete s
 	return a.completeNames(cmd, ns, toComplete), cobra.ShellCompDirectiveNoFileComp
 }
 
-// completeNames lists the namespaces (ns == "") or the semaphores of ns
-// that start with prefix. Completion must never print errors into a
-// shell: a failure completes nothing.
-func (a *app) completeNames(cmd *cobra.Command, ns, prefix string) []string {
-	// __complete runs no PersistentPreRun: apply the environment here.
+// completeLockFlag completes a --lock flag from --namespace.
+func (a *app) completeLockFlag(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	ns, _ := cmd.Flags().GetString("namespace")
+	if ns == "" {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	return a.completeLockNames(cmd, ns, toComplete), cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeLockNames lists the held locks of ns whose names start with
+// prefix (locks nobody holds do not exist, so they are not offered). The
+// listing is narrowed to the descendants of the last complete path
+// segment typed ("orders/e" lists under "orders"), so that a deep
+// hierarchy is not read from its root.
+func (a *app) completeLockNames(cmd *cobra.Command, ns, prefix string) []string {
+	if !a.completionClientReady(cmd) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(cmdContext(cmd), completeTimeout)
+	defer cancel()
+	cli, err := a.client(ctx)
+	if err != nil {
+		return nil
+	}
+	under := ""
+	if i := strings.LastIndex(prefix, "/"); i > 0 {
+		under = prefix[:i]
+	}
+	var out []string
+	token := ""
+	for len(out) < completeMax {
+		r, err := cli.ListLocks(ctx, &pb.ListLocksRequest{NamespaceName: ns, Prefix: under, Limit: maxListLimit, PaginationToken: token})
+		if err != nil {
+			return out
+		}
+		for _, l := range r.GetLocks() {
+			if strings.HasPrefix(l.GetName(), prefix) {
+				out = append(out, l.GetName())
+			}
+		}
+		if token = r.GetNextPaginationToken(); token == "" {
+			break
+		}
+	}
+	return out
+}
+
+// completionClientReady applies the environment and checks the client
+// flags for a completion (which runs no PersistentPreRun); false when
+// they are unusable.
+func (a *app) completionClientReady(cmd *cobra.Command) bool {
 	if g := groupOf(cmd); g != nil && g.PersistentFlags().Lookup(flagEndpoints) != nil {
 		if applyEnv(g.PersistentFlags(), a.lookupEnv) != nil {
-			return nil
+			return false
 		}
 	}
 	if a.output == "" {
 		a.output = "table"
 	}
 	if a.checkClientFlags() != nil {
-		return nil
+		return false
 	}
 	a.quiet = true
+	return true
+}
+
+// completeNames lists the namespaces (ns == "") or the semaphores of ns
+// that start with prefix. Completion must never print errors into a
+// shell: a failure completes nothing.
+func (a *app) completeNames(cmd *cobra.Command, ns, prefix string) []string {
+	// __complete runs no PersistentPreRun: apply the environment here.
+	if !a.completionClientReady(cmd) {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(cmdContext(cmd), completeTimeout)
 	defer cancel()
 	cli, err := a.client(ctx)

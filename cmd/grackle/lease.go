@@ -11,7 +11,7 @@ import (
 )
 
 func (a *app) leaseCmd() *cobra.Command {
-	cmd := a.group("lease", "Create, refresh, revoke and inspect semaphore leases")
+	cmd := a.group("lease", "Create, refresh, revoke and inspect semaphore leases (lock leases: grackle lock lease)")
 	cmd.AddCommand(
 		a.leaseCreateCmd(),
 		a.leaseGetCmd(),
@@ -66,6 +66,9 @@ func (a *app) leaseGetCmd() *cobra.Command {
 		Short: "Show a lease (NotFound once it has expired)",
 		Args:  positional("NAMESPACE", "LEASE_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkSemaphoreLeaseArg(args[1]); err != nil {
+				return err
+			}
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.GetSemaphoreLeaseResponse, error) {
 				return c.api.GetSemaphoreLease(ctx, &pb.GetSemaphoreLeaseRequest{NamespaceName: args[0], LeaseId: args[1]})
 			})
@@ -88,6 +91,9 @@ or its namespace deleted) exits 4: the lease was lost.`,
 		Example: "  grackle lease refresh third_parties ls_NfKKeiPbP18NFeU3lLGrRWWgDJRB --ttl 60s",
 		Args:    positional("NAMESPACE", "LEASE_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkSemaphoreLeaseArg(args[1]); err != nil {
+				return err
+			}
 			given := changed(cmd, "ttl")
 			var secs int64
 			if given {
@@ -129,6 +135,9 @@ NotFound. Revoking a lease that is already gone (revoked, expired, or in a
 namespace that does not exist) says so and exits 0.`,
 		Args: positional("NAMESPACE", "LEASE_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkSemaphoreLeaseArg(args[1]); err != nil {
+				return err
+			}
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.RevokeSemaphoreLeaseResponse, error) {
 				return c.api.RevokeSemaphoreLease(ctx, &pb.RevokeSemaphoreLeaseRequest{NamespaceName: args[0], LeaseId: args[1]})
 			})

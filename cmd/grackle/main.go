@@ -1,13 +1,13 @@
 // Command grackle is the Grackle node (`grackle server`) and its
-// command-line client (`grackle namespace|semaphore|lease|cluster|run ...`).
+// command-line client (`grackle namespace|semaphore|lease|lock|cluster|run ...`).
 //
 // Exit codes (also in `grackle --help`):
 //
 //	0   success
 //	1   the call failed (a gRPC error other than InvalidArgument, no endpoint reachable, the server stopped with an error)
 //	2   bad input: an unknown command or flag, a bad flag value or argument, or input the server rejected with InvalidArgument
-//	3   not acquired (`semaphore acquire`, `run`: outcome UNAVAILABLE or TIMED_OUT)
-//	4   lease lost (`run`: while the command ran; `lease refresh`, `semaphore acquire`: the lease no longer exists, by the server's NotFound with reason LEASE_NOT_FOUND or NAMESPACE_NOT_FOUND)
+//	3   not acquired (`semaphore acquire`, `lock acquire`, `run`: outcome UNAVAILABLE or TIMED_OUT)
+//	4   lease lost (`run`: while the command ran; `lease refresh`, `lock lease refresh`, `semaphore acquire`, `lock acquire`: the lease no longer exists, by the server's NotFound with reason LEASE_NOT_FOUND or NAMESPACE_NOT_FOUND)
 //	130 interrupted (SIGINT/SIGTERM)
 //
 // Every error is one line on stderr, starting with "grackle: ".
@@ -48,9 +48,10 @@ const exitCodesHelp = `Exit codes:
   0    ok
   1    the call failed
   2    bad input (a usage error, or input the server rejected as InvalidArgument)
-  3    not acquired (semaphore acquire, run: UNAVAILABLE or TIMED_OUT)
-  4    lease lost (run: while the command ran; lease refresh, semaphore acquire:
-       the lease is gone)
+  3    not acquired (semaphore acquire, lock acquire, run: UNAVAILABLE or
+       TIMED_OUT)
+  4    lease lost (run: while the command ran; lease refresh, lock lease
+       refresh, semaphore acquire, lock acquire: the lease is gone)
   130  interrupted (SIGINT/SIGTERM)`
 
 func main() {
@@ -174,8 +175,8 @@ func (a *app) rootCmd() *cobra.Command {
 		Short: "Grackle: a Raft-replicated distributed semaphore service",
 		Long: `Grackle is a Raft-replicated distributed semaphore service.
 
-Run a node with "grackle server"; manage namespaces, semaphores and leases
-with the client commands. They use the Go client: given any members
+Run a node with "grackle server"; manage namespaces, semaphores, locks and
+leases with the client commands. They use the Go client: given any members
 (--endpoints), it finds the leader, follows it across elections, retries
 what is safe to retry, and goes through the endpoints when a member's
 advertised address cannot be reached from here (followers forward).
@@ -207,6 +208,7 @@ func (a *app) commands() []*cobra.Command {
 		a.namespaceCmd(),
 		a.semaphoreCmd(),
 		a.leaseCmd(),
+		a.lockCmd(),
 		a.clusterCmd(),
 		a.benchCmd(),
 		a.runCmd(),

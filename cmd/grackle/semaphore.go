@@ -253,6 +253,9 @@ call failed otherwise (a missing semaphore among others), 2 bad input.`,
 			if lease == "" {
 				return usagef("--lease is required (create one with: grackle lease create %s --process-id ...)", args[0])
 			}
+			if err := checkSemaphoreLease(lease); err != nil {
+				return err
+			}
 			if weight < 1 {
 				return usagef("weight: must be at least 1, got %d", weight)
 			}
@@ -330,6 +333,9 @@ not hold changes nothing and is not an error.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if lease == "" {
 				return usagef("--lease is required")
+			}
+			if err := checkSemaphoreLease(lease); err != nil {
+				return err
 			}
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.ReleaseSemaphoreResponse, error) {
 				return c.api.ReleaseSemaphore(ctx, &pb.ReleaseSemaphoreRequest{NamespaceName: args[0], SemaphoreName: args[1], LeaseId: lease})

@@ -169,6 +169,20 @@ func watchLine(u client.WatchUpdate, now time.Time) string {
 // ("position 2 of 3 in the queue"), followed through a watch of the
 // semaphore while the status line shows (on a terminal, without --quiet).
 func (a *app) waitStatusInQueue(cli *client.Client, what string, wait time.Duration, ns, sem, lease string) (stop func()) {
+	return a.waitStatusFollowing(what, wait, func(ctx context.Context, set func(string)) {
+		for u := range cli.Watch(ctx, ns, sem) {
+			if u.Err != nil {
+				return
+			}
+			set(queuePlace(u.State, lease))
+		}
+	})
+}
+
+// waitStatusFollowing shows a status line for a wait of what, up to wait,
+// whose extra text follow keeps up to date (through set) until its
+// context ends.
+func (a *app) waitStatusFollowing(what string, wait time.Duration, follow func(ctx context.Context, set func(string))) (stop func()) {
 	line := a.statusLine()
 	if !line.Enabled() {
 		return func() {}
@@ -179,15 +193,11 @@ func (a *app) waitStatusInQueue(cli *client.Client, what string, wait time.Durat
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for u := range cli.Watch(ctx, ns, sem) {
-			if u.Err != nil {
-				return
-			}
-			p := queuePlace(u.State, lease)
+		follow(ctx, func(p string) {
 			mu.Lock()
 			place = p
 			mu.Unlock()
-		}
+		})
 	}()
 	start := time.Now()
 	w := statusline.Waiting{What: what, Since: start, Deadline: start.Add(wait), Extra: func() string {
