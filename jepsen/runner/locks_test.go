@@ -20,10 +20,12 @@ import (
 )
 
 // runLockWorkload runs the lock workload (lockers and the observer, each
-// call to a random node) against an in-process 3-node cluster for d, then
-// the final reads, and returns the history. No faults: this checks the
-// workload and the checkers against the real server, without root.
-func runLockWorkload(t *testing.T, lockers int, d time.Duration) *history.History {
+// call to a random node) against an in-process 3-node cluster for d (or,
+// with until, until it holds for the history so far, checked every
+// second), then the final reads, and returns the history. No faults: this
+// checks the workload and the checkers against the real server, without
+// root.
+func runLockWorkload(t *testing.T, lockers int, d time.Duration, until func(*history.History) bool) *history.History {
 	c := servertest.Start(t, 3, nil)
 	li := c.WaitLeader()
 	ctx := context.Background()
@@ -58,6 +60,22 @@ func runLockWorkload(t *testing.T, lockers int, d time.Duration) *history.Histor
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); w.lockObserver(runCtx, 850, 850*7919) }()
+	if until != nil {
+		go func() {
+			for runCtx.Err() == nil {
+				select {
+				case <-runCtx.Done():
+				case <-time.After(time.Second):
+				}
+				w.rec.mu.Lock()
+				ops := append([]history.Op(nil), w.rec.ops...)
+				w.rec.mu.Unlock()
+				if until(&history.History{Nodes: 3, Permits: map[string]int64{}, Meta: map[string]string{}, Ops: ops}) {
+					stop()
+				}
+			}
+		}()
+	}
 	wg.Wait()
 	h := &history.History{Seed: 1, Nodes: 3, Duration: d, Permits: map[string]int64{}, LockNames: lockNames, Meta: map[string]string{}}
 	h.HealedAt = w.rec.since()
@@ -86,7 +104,7 @@ func TestLockWorkloadAgainstServer(t *testing.T) {
 	if os.Getenv("GRACKLE_FAULT") != "" {
 		t.Skip("GRACKLE_FAULT is set: see TestLockWorkloadCatchesFault")
 	}
-	h := runLockWorkload(t, 6, 6*time.Second)
+	h := runLockWorkload(t, 6, 6*time.Second, nil)
 	counts := map[string]int{}
 	for _, o := range h.Ops {
 		counts[o.Kind+":"+o.Outcome+o.AcquireOutcome]++
