@@ -3,7 +3,8 @@
 #  1. a clean build under every nemesis must show no anomaly;
 #  2. the same with client mutual TLS, peer TLS and access control on
 #     (-secure, shorter), and no call refused by them;
-#  3. each build-time fault (stale-read, early-grant) must be caught.
+#  3. each build-time fault (stale-read, early-grant, lock-conflict-grant)
+#     must be caught.
 # Needs root, iproute2, iptables and openssl.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +25,7 @@ case $rc in
   3) echo "jepsen-ci: warning: secure run: the linearizability search did not finish (verdict unknown); no anomaly found" ;;
   *) echo "jepsen-ci: secure clean run FAILED (exit $rc)"; exit 1 ;;
 esac
-for fault in stale-read early-grant; do
+for fault in stale-read early-grant lock-conflict-grant; do
   $J -nodes 3 -duration 25s -nemesis isolate-leader,pause,partition-majority -seed "$SEED" -fault "$fault" -lin-timeout 60s >/tmp/jepsen-ci-$fault.out 2>&1
   rc=$?
   tail -3 /tmp/jepsen-ci-$fault.out

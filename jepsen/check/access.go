@@ -46,7 +46,7 @@ func access(h *history.History, maxAnoms int) Result {
 		if kind == "" {
 			continue
 		}
-		an.add(kind, fmt.Sprintf("%s of %s answered %s (reason %q) via %s", o.Kind, opSem(&o), o.Code, o.Reason, o.Node), []history.Op{o})
+		an.add(kind, fmt.Sprintf("%s of %s answered %s (reason %q) via %s", o.Kind, opObject(&o), o.Code, o.Reason, o.Node), []history.Op{o})
 	}
 	for _, k := range []struct{ meta, kind, what string }{
 		{history.MetaTLSFailures, "tls-handshake", "TLS handshake failed for good"},

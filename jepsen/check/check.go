@@ -16,6 +16,9 @@
 //   - Liveness: the cluster serves again within a bound after healing.
 //   - Access: no call of a client with every right is refused by TLS or
 //     access control (runs with -secure; trivially ok without).
+//   - Locks (locks*.go): no two conflicting holds certainly held at once,
+//     fencing tokens increase, reads agree with acknowledged grants and
+//     releases, no grant overtakes a conflicting waiter (conflict-FIFO).
 package check
 
 import (
@@ -43,6 +46,7 @@ const (
 	NameLostWrites      = "lost-writes"
 	NameLiveness        = "liveness"
 	NameAccess          = "access"
+	// The lock checkers' names are in locks.go.
 )
 
 // Result is one checker's verdict.
@@ -114,7 +118,7 @@ const defaultMaxAnomalies = 25
 // All runs every checker.
 func All(h *history.History, opts Options) []Result {
 	opts = opts.withDefaults()
-	return []Result{
+	results := []Result{
 		LinearizabilityWith(h, LinOptions{
 			Timeout:           opts.LinearizabilityTimeout,
 			MinimizeTimeout:   opts.MinimizeTimeout,
@@ -128,6 +132,13 @@ func All(h *history.History, opts Options) []Result {
 		Liveness(h, opts.LivenessBound),
 		access(h, opts.MaxAnomalies),
 	}
+	lx := newLockIx(h)
+	return append(results,
+		lockSafety(h, lx, opts.MaxAnomalies),
+		lockFencing(h, lx, opts.MaxAnomalies),
+		lockLost(h, lx, opts.MaxAnomalies),
+		lockFIFO(h, lx, opts.MaxAnomalies),
+	)
 }
 
 // Overall folds verdicts: "anomaly" if any checker found one, else
@@ -183,6 +194,28 @@ func semKey(ns, sem string) string {
 }
 
 func opSem(o *history.Op) string { return semKey(o.Namespace, o.Semaphore) }
+
+// isLockKind: an op of the lock workload.
+func isLockKind(kind string) bool {
+	switch kind {
+	case history.LockCreateLease, history.LockRefresh, history.LockRevoke, history.LockAcquire,
+		history.LockRelease, history.GetLock, history.ListLocks, history.LockWaiters:
+		return true
+	}
+	return false
+}
+
+// opObject names what an op is about, for people: "semaphore ns/s",
+// "lock ns/a/b", or the namespace.
+func opObject(o *history.Op) string {
+	switch {
+	case isLockKind(o.Kind) && (o.Lock != "" || o.Kind == history.ListLocks):
+		return "lock " + semKey(o.Namespace, o.Lock)
+	case o.Semaphore != "":
+		return "semaphore " + opSem(o)
+	}
+	return "namespace " + o.Namespace
+}
 
 // permitsOf looks a semaphore's permits up by name (or ns/name).
 func permitsOf(h *history.History, ns, sem string) (int64, bool) {
@@ -288,7 +321,13 @@ func shortLease(l string) string {
 func FormatOp(o history.Op) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#%d p%d %s", o.ID, o.Process, o.Kind)
-	if o.Semaphore != "" {
+	if isLockKind(o.Kind) {
+		if o.Lock != "" || o.Kind == history.ListLocks {
+			fmt.Fprintf(&b, " %s", semKey(o.Namespace, o.Lock))
+		} else if o.Namespace != "" {
+			fmt.Fprintf(&b, " %s", o.Namespace)
+		}
+	} else if o.Semaphore != "" {
 		fmt.Fprintf(&b, " %s", semKey(o.Namespace, o.Semaphore))
 	} else if o.Namespace != "" {
 		fmt.Fprintf(&b, " %s", o.Namespace)
@@ -299,8 +338,10 @@ func FormatOp(o history.Op) string {
 	switch o.Kind {
 	case history.Acquire:
 		fmt.Fprintf(&b, " w=%d timeout=%ds", o.Weight, o.Timeout)
-	case history.CreateLease, history.Refresh:
+	case history.CreateLease, history.Refresh, history.LockCreateLease, history.LockRefresh:
 		fmt.Fprintf(&b, " ttl=%ds", o.TTL)
+	case history.LockAcquire:
+		fmt.Fprintf(&b, " %s timeout=%ds", modeName(o.Exclusive), o.Timeout)
 	}
 	if o.Outcome == history.Info {
 		fmt.Fprintf(&b, " [%s → open]", secs(o.Invoke))
@@ -328,6 +369,38 @@ func FormatOp(o history.Op) string {
 			fmt.Fprintf(&b, " holders=[%s]", strings.Join(parts, " "))
 		case history.FenceWrite:
 			fmt.Fprintf(&b, " token=%d accepted=%v", o.Token, o.Accepted)
+		case history.LockAcquire:
+			fmt.Fprintf(&b, " %s", o.AcquireOutcome)
+			if o.AcquireOutcome == history.Acquired {
+				fmt.Fprintf(&b, " token=%d", o.Token)
+			} else if o.Contention != "" {
+				fmt.Fprintf(&b, " reason=%s blocking=%v", o.Contention, o.Blocking)
+			}
+		case history.LockRelease:
+			fmt.Fprintf(&b, " released=%v", o.Released)
+		case history.GetLock, history.ListLocks:
+			parts := []string{}
+			for _, l := range o.Locks {
+				hs := make([]string, 0, len(l.Holders))
+				for _, x := range l.Holders {
+					hs = append(hs, fmt.Sprintf("%s:%s:t%d", x.Lease, modeName(x.Exclusive)[:2], x.Token))
+				}
+				parts = append(parts, fmt.Sprintf("%s{%s}", l.Name, strings.Join(hs, " ")))
+			}
+			fmt.Fprintf(&b, " locks=[%s]", strings.Join(parts, " "))
+			if o.Truncated {
+				b.WriteString(" truncated")
+			}
+		case history.LockWaiters:
+			parts := make([]string, 0, len(o.Waiters))
+			for _, x := range o.Waiters {
+				p := fmt.Sprintf("%d:%s:%s", x.Position, x.Lease, modeName(x.Exclusive)[:2])
+				if x.Upgrade {
+					p += ":upgrade"
+				}
+				parts = append(parts, p)
+			}
+			fmt.Fprintf(&b, " waiters=[%s]", strings.Join(parts, " "))
 		}
 	}
 	if o.Error != "" {

@@ -32,6 +32,19 @@ const (
 	ListWaiters   = "waiters"        // ListSemaphoreWaiters
 )
 
+// Kinds of the lock workload's operations (lock leases are not semaphore
+// leases: their own kinds keep them out of the semaphore checkers).
+const (
+	LockCreateLease = "lock_create_lease" // CreateLockLease: Lease is the id returned
+	LockRefresh     = "lock_refresh"      // RefreshLockLease
+	LockRevoke      = "lock_revoke"       // RevokeLockLease
+	LockAcquire     = "lock_acquire"      // AcquireLock: Lock, Exclusive, Timeout; AcquireOutcome, Token, Contention
+	LockRelease     = "lock_release"      // ReleaseLock: Released
+	GetLock         = "get_lock"          // GetLock: Locks holds the one lock (holders empty when unlocked)
+	ListLocks       = "list_locks"        // ListLocks: Lock is the prefix, Locks every held lock under it
+	LockWaiters     = "lock_waiters"      // ListLockWaiters: Waiters
+)
+
 // Outcomes.
 const (
 	OK   = "ok"   // the call completed and succeeded (for acquire: any outcome but an error)
@@ -51,6 +64,28 @@ type Holder struct {
 	Lease  string `json:"lease"`
 	Weight int64  `json:"weight"`
 	Token  uint64 `json:"token"`
+}
+
+// LockHolder is one holder of a lock as a read showed it.
+type LockHolder struct {
+	Lease     string `json:"lease"`
+	Exclusive bool   `json:"excl,omitempty"`
+	Token     uint64 `json:"token"`
+}
+
+// LockView is one lock as a read showed it.
+type LockView struct {
+	Name    string       `json:"name"`
+	State   string       `json:"state,omitempty"` // UNLOCKED, SHARED_LOCKED, EXCLUSIVE_LOCKED
+	Holders []LockHolder `json:"holders,omitempty"`
+}
+
+// LockWaiter is one waiting call as ListLockWaiters showed it.
+type LockWaiter struct {
+	Lease     string `json:"lease"`
+	Exclusive bool   `json:"excl,omitempty"`
+	Position  int64  `json:"pos,omitempty"`
+	Upgrade   bool   `json:"upgrade,omitempty"`
 }
 
 // Op is one client operation.
@@ -90,6 +125,23 @@ type Op struct {
 	// FenceWrite: Accepted is false when the register rejected the token
 	// (an older token than one it already saw).
 	Accepted bool `json:"accepted,omitempty"`
+
+	// Locks. Lock is the lock's name (list_locks: the prefix, "" for all);
+	// Exclusive the mode a lock_acquire asked for.
+	Lock      string `json:"lock,omitempty"`
+	Exclusive bool   `json:"excl,omitempty"`
+	// Contention is a lock_acquire's reason when not ACQUIRED (PEER,
+	// ANCESTOR, DESCENDANT, QUEUE) and Blocking the locks it named.
+	Contention string   `json:"contention,omitempty"`
+	Blocking   []string `json:"blocking,omitempty"`
+	// Released: a lock_release's answer (false: the lease did not hold it).
+	Released bool `json:"released,omitempty"`
+	// Locks: what get_lock / list_locks read; Truncated when a list_locks
+	// had more pages than it read (locks after the last one listed are
+	// then unknown). Waiters: what lock_waiters read.
+	Locks     []LockView   `json:"locks,omitempty"`
+	Truncated bool         `json:"truncated,omitempty"`
+	Waiters   []LockWaiter `json:"waiters,omitempty"`
 }
 
 // Nemesis is one fault window: from Start (fault injected) to End (healed).
@@ -116,13 +168,16 @@ const (
 
 // History is a whole run.
 type History struct {
-	Seed     int64             `json:"seed"`
-	Nodes    int               `json:"nodes"`
-	Duration time.Duration     `json:"duration"`
-	Permits  map[string]int64  `json:"permits"` // semaphore -> permits (fixed during a run)
-	Meta     map[string]string `json:"meta,omitempty"`
-	Ops      []Op              `json:"-"`
-	Nemeses  []Nemesis         `json:"-"`
+	Seed     int64            `json:"seed"`
+	Nodes    int              `json:"nodes"`
+	Duration time.Duration    `json:"duration"`
+	Permits  map[string]int64 `json:"permits"` // semaphore -> permits (fixed during a run)
+	// LockNames are the lock workload's lock names (the lock checkers also
+	// find them in the ops; this lists them for the report).
+	LockNames []string          `json:"lock_names,omitempty"`
+	Meta      map[string]string `json:"meta,omitempty"`
+	Ops       []Op              `json:"-"`
+	Nemeses   []Nemesis         `json:"-"`
 	// HealedAt is when the final heal finished; checks of "after healing"
 	// (lost acknowledged grants, liveness) use it.
 	HealedAt time.Duration `json:"healed_at"`

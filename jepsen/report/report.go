@@ -55,7 +55,9 @@ type Counts struct {
 	Info            int                  `json:"info"`
 	ByKind          map[string]KindCount `json:"by_kind"`
 	AcquireOutcomes map[string]int       `json:"acquire_outcomes"`
-	FenceRejected   int                  `json:"fence_writes_rejected"`
+	// LockAcquireOutcomes: the lock workload's AcquireLock answers.
+	LockAcquireOutcomes map[string]int `json:"lock_acquire_outcomes,omitempty"`
+	FenceRejected       int            `json:"fence_writes_rejected"`
 }
 
 // KindCount counts one kind of operation by outcome.
@@ -72,7 +74,7 @@ func Build(h *history.History, results []check.Result) Report {
 	r.Run = Run{Seed: h.Seed, Nodes: h.Nodes, Duration: h.Duration.String(), DurationNS: h.Duration,
 		Nemeses: h.Nemeses, HealedAt: h.HealedAt, ServedAgainAt: h.ServedAgainAt, Permits: h.Permits, Meta: h.Meta}
 	r.Run.NemesisKinds = nemesisKinds(h)
-	r.Ops = Counts{ByKind: map[string]KindCount{}, AcquireOutcomes: map[string]int{}}
+	r.Ops = Counts{ByKind: map[string]KindCount{}, AcquireOutcomes: map[string]int{}, LockAcquireOutcomes: map[string]int{}}
 	for _, o := range h.Ops {
 		r.Ops.Total++
 		k := r.Ops.ByKind[o.Kind]
@@ -83,6 +85,9 @@ func Build(h *history.History, results []check.Result) Report {
 			k.OK++
 			if o.Kind == history.Acquire {
 				r.Ops.AcquireOutcomes[o.AcquireOutcome]++
+			}
+			if o.Kind == history.LockAcquire {
+				r.Ops.LockAcquireOutcomes[o.AcquireOutcome]++
 			}
 			if o.Kind == history.FenceWrite && !o.Accepted {
 				r.Ops.FenceRejected++
@@ -203,7 +208,7 @@ func WriteText(w io.Writer, r Report) error {
 	}
 
 	p("\nOperations: %d (ok %d, fail %d, info %d)\n", r.Ops.Total, r.Ops.OK, r.Ops.Fail, r.Ops.Info)
-	p("  %-14s %8s %8s %8s %8s\n", "kind", "total", "ok", "fail", "info")
+	p("  %-17s %8s %8s %8s %8s\n", "kind", "total", "ok", "fail", "info")
 	kinds2 := make([]string, 0, len(r.Ops.ByKind))
 	for k := range r.Ops.ByKind {
 		kinds2 = append(kinds2, k)
@@ -211,19 +216,25 @@ func WriteText(w io.Writer, r Report) error {
 	sort.Strings(kinds2)
 	for _, k := range kinds2 {
 		c := r.Ops.ByKind[k]
-		p("  %-14s %8d %8d %8d %8d\n", k, c.Total, c.OK, c.Fail, c.Info)
+		p("  %-17s %8d %8d %8d %8d\n", k, c.Total, c.OK, c.Fail, c.Info)
 	}
-	if len(r.Ops.AcquireOutcomes) > 0 {
-		outs := make([]string, 0, len(r.Ops.AcquireOutcomes))
-		for k := range r.Ops.AcquireOutcomes {
+	for _, a := range []struct {
+		what string
+		m    map[string]int
+	}{{"acquire", r.Ops.AcquireOutcomes}, {"lock acquire", r.Ops.LockAcquireOutcomes}} {
+		if len(a.m) == 0 {
+			continue
+		}
+		outs := make([]string, 0, len(a.m))
+		for k := range a.m {
 			outs = append(outs, k)
 		}
 		sort.Strings(outs)
 		parts := make([]string, len(outs))
 		for i, k := range outs {
-			parts[i] = fmt.Sprintf("%s %d", k, r.Ops.AcquireOutcomes[k])
+			parts[i] = fmt.Sprintf("%s %d", k, a.m[k])
 		}
-		p("  acquire answers: %s\n", strings.Join(parts, ", "))
+		p("  %s answers: %s\n", a.what, strings.Join(parts, ", "))
 	}
 	if c, ok := r.Ops.ByKind[history.FenceWrite]; ok {
 		p("  fenced writes rejected: %d of %d\n", r.Ops.FenceRejected, c.OK)

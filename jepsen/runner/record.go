@@ -64,7 +64,8 @@ func classify(kind string, err error) string {
 		return history.OK
 	}
 	switch kind {
-	case history.GetSemaphore, history.ListHolders, history.ClusterStatus, history.ListWaiters:
+	case history.GetSemaphore, history.ListHolders, history.ClusterStatus, history.ListWaiters,
+		history.GetLock, history.ListLocks, history.LockWaiters:
 		return history.Fail
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {

@@ -37,6 +37,19 @@ func TestClassify(t *testing.T) {
 		{history.Acquire, context.DeadlineExceeded, history.Info},
 		{history.Acquire, status.Error(codes.NotFound, "lease gone"), history.Fail},
 		{history.GetSemaphore, status.Error(codes.DeadlineExceeded, "x"), history.Fail},
+		// Locks: the same rules. Reads change nothing; a second upgrader
+		// and a superseded waiter are refused before anything changes.
+		{history.GetLock, status.Error(codes.DeadlineExceeded, "x"), history.Fail},
+		{history.ListLocks, unavail(apierr.OutcomeUnknown, "x"), history.Fail},
+		{history.LockWaiters, status.Error(codes.Unavailable, "x"), history.Fail},
+		{history.LockAcquire, apierr.New(codes.FailedPrecondition, "UPGRADE_CONFLICT", "n1", apierr.Leader{}, "another upgrade waits"), history.Fail},
+		{history.LockAcquire, apierr.New(codes.Aborted, "SUPERSEDED", "n1", apierr.Leader{}, "superseded"), history.Fail},
+		{history.LockAcquire, unavail(apierr.OutcomeUnknown, "node n1: leadership lost while waiting"), history.Info},
+		{history.LockAcquire, status.Error(codes.DeadlineExceeded, "context deadline exceeded"), history.Info},
+		{history.LockRelease, unavail(apierr.NotLeader, "not the leader"), history.Fail},
+		{history.LockRelease, status.Error(codes.Unavailable, "connection reset"), history.Info},
+		{history.LockAcquire, apierr.New(codes.NotFound, apierr.LeaseNotFound, "n1", apierr.Leader{}, "lease expired"), history.Fail},
+		{history.LockRevoke, context.DeadlineExceeded, history.Info},
 	}
 	for _, c := range cases {
 		if got := classify(c.kind, c.err); got != c.want {

@@ -38,8 +38,10 @@ type Config struct {
 	// Unary: the workloads send unary calls, not over multiplexed streams.
 	Unary bool
 	// Linear is the number of processes of the linearizability workload
-	// (long leases, never expire); Fenced of the fenced/expiry workload.
-	Linear, Fenced int
+	// (long leases, never expire); Fenced of the fenced/expiry workload;
+	// Locks of the lock workload (locks.go; with Locks > 0 one more
+	// process reads the locks' queues).
+	Linear, Fenced, Locks int
 	// FaultEvery and FaultFor bound the gap between faults and their length.
 	FaultEvery, FaultFor time.Duration
 	Logf                 func(format string, a ...any)
@@ -64,6 +66,9 @@ func Run(ctx context.Context, cfg Config) (*history.History, error) {
 	}
 	h := &history.History{Seed: cfg.Seed, Nodes: cfg.Nodes, Duration: cfg.Duration, Permits: map[string]int64{},
 		Meta: map[string]string{"nemeses": strings.Join(cfg.Nemeses, ","), "linear_prefix": "lin-", "fenced_prefix": "fen-"}}
+	if cfg.Locks > 0 {
+		h.LockNames = lockNames
+	}
 	w := &world{c: c, rec: &recorder{t0: time.Now()}, reg: map[string]uint64{}}
 	if err := w.setup(ctx, h, rng); err != nil {
 		return nil, err
@@ -90,6 +95,14 @@ func Run(ctx context.Context, cfg Config) (*history.History, error) {
 		wg.Add(1)
 		go func(p int) { defer wg.Done(); w.fenced(runCtx, 500+p, cfg.Seed+int64(500+p)*7919) }(p)
 	}
+	for p := 0; p < cfg.Locks; p++ {
+		wg.Add(1)
+		go func(p int) { defer wg.Done(); w.locker(runCtx, 600+p, cfg.Seed+int64(600+p)*7919) }(p)
+	}
+	if cfg.Locks > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.lockObserver(runCtx, 850, cfg.Seed+850*7919) }()
+	}
 	wg.Add(1)
 	go func() { defer wg.Done(); w.local(runCtx, 800, cfg.Seed+800*7919) }()
 	nem := &nemesis{c: c, rec: w.rec, rng: rng, kinds: cfg.Nemeses, every: cfg.FaultEvery, hold: cfg.FaultFor, logf: cfg.Logf}
@@ -102,7 +115,7 @@ func Run(ctx context.Context, cfg Config) (*history.History, error) {
 	}
 	h.HealedAt = w.rec.since()
 	cfg.Logf("healed at %v; final reads", h.HealedAt)
-	w.final(ctx, h, 30*time.Second)
+	w.final(ctx, h, 30*time.Second, cfg.Locks > 0)
 	// The access checker reports these as anomalies.
 	handshake, refused := c.SecurityFindings()
 	if len(handshake) > 0 {
@@ -123,12 +136,19 @@ type world struct {
 	rec   *recorder
 	token string // the workloads' token on a secure cluster ("" during setup: the admin's)
 
+	// pick, when set, replaces the cluster in api (tests: an in-process
+	// cluster).
+	pick func(rng *rand.Rand) (pb.GrackleServiceClient, string)
+
 	linSems, fenSems []string
 	regMu            sync.Mutex
 	reg              map[string]uint64 // fenced register: highest token seen per semaphore
 }
 
 func (w *world) api(rng *rand.Rand) (pb.GrackleServiceClient, string) {
+	if w.pick != nil {
+		return w.pick(rng)
+	}
 	n := w.c.Nodes[rng.Intn(len(w.c.Nodes))]
 	return pb.NewGrackleServiceClient(w.c.API(n.GRPC, w.token)), n.ID
 }
@@ -416,9 +436,9 @@ func (w *world) local(ctx context.Context, proc int, seed int64) {
 	}
 }
 
-// final reads every semaphore after healing, recording when the cluster
-// first served again.
-func (w *world) final(ctx context.Context, h *history.History, within time.Duration) {
+// final reads every semaphore (and lock) after healing, recording when
+// the cluster first served again.
+func (w *world) final(ctx context.Context, h *history.History, within time.Duration, locks bool) {
 	rng := rand.New(rand.NewSource(h.Seed + 99))
 	deadline := time.Now().Add(within)
 	names := append(append([]string(nil), w.linSems...), w.fenSems...)
@@ -434,5 +454,8 @@ func (w *world) final(ctx context.Context, h *history.History, within time.Durat
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+	}
+	if locks {
+		w.finalLocks(ctx, rng, deadline)
 	}
 }
