@@ -381,3 +381,37 @@ func (f *FSM) Counts() Counts {
 	})
 	return c
 }
+
+// Expiring is what an ExpireLeases command applied at a `now` no earlier
+// than the one given here will free, at least (later leases may expire
+// too by then): per semaphore, the weight of the holds of the leases
+// expired at now, and per namespace, their lock holds. At most max leases
+// are looked at (0: no bound), earliest first, as the command reaps them.
+// The leader attaches the grants of the waiters this makes room for to
+// the expiry command itself, so a hand-off on expiry takes one commit.
+func (f *FSM) Expiring(now int64, max int) (weights map[SemKey]int64, locks map[string][]LockChange) {
+	s, done := f.read()
+	defer done()
+	n := 0
+	s.expiry.Ascend(func(k expiryKey) bool {
+		if k.at > now || (max > 0 && n >= max) {
+			return false
+		}
+		n++
+		li := k.leaseIdent
+		for _, h := range li.holds {
+			if weights == nil {
+				weights = map[SemKey]int64{}
+			}
+			weights[SemKey{h.ns, h.sem}] += h.weight
+		}
+		for _, h := range li.lockList() {
+			if locks == nil {
+				locks = map[string][]LockChange{}
+			}
+			locks[h.ns] = append(locks[h.ns], LockChange{Name: h.name, LeaseID: li.id, Gone: true})
+		}
+		return true
+	})
+	return weights, locks
+}

@@ -194,7 +194,19 @@ func (h *lockHarness) step() string {
 		if ll, err := h.f.GetLockLease(modelNS, l, h.now); err == nil {
 			h.now = max(h.now, ll.ExpiresAt)
 		}
-		h.apply(&fsmpb.Command{Op: &fsmpb.Command_ExpireLeases{ExpireLeases: &fsmpb.ExpireLeases{}}})
+		// As the expiry loop does: the grants the reaped leases make room
+		// for ride in the expiry's entry (the command applies at a later
+		// now, so at least these leases go).
+		cmd := &fsmpb.Command{Op: &fsmpb.Command_ExpireLeases{ExpireLeases: &fsmpb.ExpireLeases{}}}
+		var ws []*waiter
+		_, locks := h.f.Expiring(h.now, 0)
+		for ns, changes := range locks {
+			ws = append(ws, h.q.attachLocks(cmd, ns, changes)...)
+		}
+		res := h.apply(cmd)
+		if len(ws) > 0 {
+			h.q.settle(ws, res)
+		}
 		for _, o := range append([]string(nil), h.leases...) {
 			if _, err := h.f.GetLockLease(modelNS, o, h.now); err != nil {
 				h.dropLease(o)

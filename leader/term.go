@@ -290,8 +290,24 @@ func (t *Term) expiryLoop() {
 		if ok {
 			now := l.clock.Now()
 			if next <= now {
-				_, err := t.propose(own(t.ctx), &fsmpb.Command{Op: &fsmpb.Command_ExpireLeases{
-					ExpireLeases: &fsmpb.ExpireLeases{Max: l.cfg.ExpireBatch}}})
+				cmd := &fsmpb.Command{Op: &fsmpb.Command_ExpireLeases{ExpireLeases: &fsmpb.ExpireLeases{Max: l.cfg.ExpireBatch}}}
+				// The waiters that the leases expired at now make room for
+				// are granted in the expiry's own entry (its now is no
+				// earlier: at least these leases go).
+				var ws []*waiter
+				weights, locks := l.fsm.Expiring(now, int(l.cfg.ExpireBatch))
+				for key, extra := range weights {
+					ws = append(ws, t.q.attach(cmd, key, extra)...)
+				}
+				for ns, changes := range locks {
+					ws = append(ws, t.q.attachLocks(cmd, ns, changes)...)
+				}
+				var err error
+				if len(ws) > 0 {
+					_, err = t.proposeThen(own(t.ctx), cmd, t.settling(ws))
+				} else {
+					_, err = t.propose(own(t.ctx), cmd)
+				}
 				// Lateness runs to the reaping command's commit and apply
 				// (propose returns then), not to its proposal.
 				l.cfg.Observer.ExpiryEvent(ExpiryEvent{Lateness: time.Duration(l.clock.Now() - next), Err: err})
