@@ -191,7 +191,12 @@ func (w *world) locker(ctx context.Context, proc int, seed int64) {
 			if rng.Intn(2) == 0 {
 				timeout = 1
 			}
-			if o = w.acquireLock(ctx, rng, id(), name, lease, excl, timeout); o.Outcome == history.OK && o.AcquireOutcome == history.Acquired {
+			o = w.acquireLock(ctx, rng, id(), name, lease, excl, timeout)
+			// An acquire whose outcome is unknown may have been granted:
+			// count it held, so that the process releases it in time (a
+			// release of what the lease does not hold changes nothing).
+			// Forgotten, a long lease would keep it until the run's end.
+			if o.Outcome == history.Info || (o.Outcome == history.OK && o.AcquireOutcome == history.Acquired) {
 				held[name] = excl
 			}
 		case x < 75:
