@@ -4,10 +4,8 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/grackle-coord/grackle/fsm"
-	"github.com/grackle-coord/grackle/internal/peerconn"
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
@@ -72,49 +70,20 @@ func (s *Service) ListLockWaiters(ctx context.Context, r *pb.ListLockWaitersRequ
 	if err := validateLock(r.NamespaceName, r.LockName); err != nil {
 		return nil, err
 	}
-	limit, err := fsm.ValidateLimit(r.Limit)
-	if err != nil {
-		return nil, statusOf(err)
-	}
-	cur, err := decodeToken(r.PaginationToken)
-	if err != nil {
-		return nil, err
-	}
-	term := s.lead.Current()
-	if term == nil {
-		cc, l, err := s.leaderConn(ctx)
-		if err != nil {
-			return nil, err
-		}
-		var tr metadata.MD
-		out, err := pb.NewGrackleServiceClient(cc).ListLockWaiters(peerconn.Forward(ctx), r, grpc.Trailer(&tr))
-		relayTrailer(ctx, tr)
-		return out, s.relayed(ctx, err, l)
-	}
-	if err := term.Ready(ctx); err != nil {
-		return nil, s.notReady(ctx, err)
-	}
-	if err := s.authorize(ctx); err != nil {
-		return nil, err
-	}
-	// The namespace must exist (as every List answers NotFound otherwise).
-	if _, err := s.fsm.GetLock(r.NamespaceName, r.LockName, s.cfg.Now()); err != nil {
-		return nil, statusOf(err)
-	}
-	q, err := s.queues(ctx)
-	if err != nil {
-		return nil, err
-	}
-	all := q.LockWaiters(r.NamespaceName, r.LockName)
-	from, to := pageBounds(all, cur, limit)
-	out := &pb.ListLockWaitersResponse{Waiters: s.describeLock(r.NamespaceName, all[from:to], from)}
-	if to < len(all) {
-		out.NextPaginationToken = encodeToken(false, all[to-1].Seq)
-	}
-	if from > 0 {
-		out.PreviousPaginationToken = encodeToken(true, all[from].Seq)
-	}
-	return out, nil
+	return listWaiters(s, ctx, r.Limit, r.PaginationToken,
+		func(ctx context.Context, cc grpc.ClientConnInterface, o ...grpc.CallOption) (*pb.ListLockWaitersResponse, error) {
+			return pb.NewGrackleServiceClient(cc).ListLockWaiters(ctx, r, o...)
+		},
+		func(now int64) error {
+			// The namespace must exist (as every List answers NotFound otherwise).
+			_, err := s.fsm.GetLock(r.NamespaceName, r.LockName, now)
+			return err
+		},
+		func(q Queues) []QueuedWaiter { return q.LockWaiters(r.NamespaceName, r.LockName) },
+		func(page []QueuedWaiter, from int, next, prev string) *pb.ListLockWaitersResponse {
+			return &pb.ListLockWaitersResponse{Waiters: s.describeLock(r.NamespaceName, page, from),
+				NextPaginationToken: next, PreviousPaginationToken: prev}
+		})
 }
 
 func (s *Service) describeLock(ns string, ws []QueuedWaiter, from int) []*pb.LockWaiter {

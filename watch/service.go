@@ -224,50 +224,73 @@ func (s *Service) ListSemaphoreWaiters(ctx context.Context, r *pb.ListSemaphoreW
 	if err := validate(r.NamespaceName, r.SemaphoreName); err != nil {
 		return nil, err
 	}
-	limit, err := fsm.ValidateLimit(r.Limit)
+	return listWaiters(s, ctx, r.Limit, r.PaginationToken,
+		func(ctx context.Context, cc grpc.ClientConnInterface, o ...grpc.CallOption) (*pb.ListSemaphoreWaitersResponse, error) {
+			return pb.NewGrackleServiceClient(cc).ListSemaphoreWaiters(ctx, r, o...)
+		},
+		func(now int64) error {
+			// The semaphore must exist (as every List answers NotFound otherwise).
+			_, _, _, err := s.fsm.SemaphoreView(r.NamespaceName, r.SemaphoreName, now, 0)
+			return err
+		},
+		func(q Queues) []QueuedWaiter { return q.Waiters(r.NamespaceName, r.SemaphoreName) },
+		func(page []QueuedWaiter, from int, next, prev string) *pb.ListSemaphoreWaitersResponse {
+			return &pb.ListSemaphoreWaitersResponse{Waiters: s.describe(r.NamespaceName, r.SemaphoreName, page, from),
+				NextPaginationToken: next, PreviousPaginationToken: prev}
+		})
+}
+
+// listWaiters serves one page of a queue (a semaphore's or a lock's): on a
+// follower, relayed to the leader; on the leader, once its term is ready
+// and the caller authorized, the queue read by waiters (after exists has
+// checked the object) cut to the page the token and limit ask for.
+func listWaiters[Resp any](s *Service, ctx context.Context, limit32 int32, token string,
+	relay func(context.Context, grpc.ClientConnInterface, ...grpc.CallOption) (Resp, error),
+	exists func(now int64) error, waiters func(Queues) []QueuedWaiter,
+	build func(page []QueuedWaiter, from int, next, prev string) Resp) (Resp, error) {
+	var zero Resp
+	limit, err := fsm.ValidateLimit(limit32)
 	if err != nil {
-		return nil, statusOf(err)
+		return zero, statusOf(err)
 	}
-	cur, err := decodeToken(r.PaginationToken)
+	cur, err := decodeToken(token)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	term := s.lead.Current()
 	if term == nil {
 		cc, l, err := s.leaderConn(ctx)
 		if err != nil {
-			return nil, err
+			return zero, err
 		}
 		var tr metadata.MD
-		out, err := pb.NewGrackleServiceClient(cc).ListSemaphoreWaiters(peerconn.Forward(ctx), r, grpc.Trailer(&tr))
+		out, err := relay(peerconn.Forward(ctx), cc, grpc.Trailer(&tr))
 		relayTrailer(ctx, tr)
 		return out, s.relayed(ctx, err, l)
 	}
 	if err := term.Ready(ctx); err != nil {
-		return nil, s.notReady(ctx, err)
+		return zero, s.notReady(ctx, err)
 	}
 	if err := s.authorize(ctx); err != nil {
-		return nil, err
+		return zero, err
 	}
-	now := s.cfg.Now()
-	// The semaphore must exist (as every List answers NotFound otherwise).
-	if _, _, _, err := s.fsm.SemaphoreView(r.NamespaceName, r.SemaphoreName, now, 0); err != nil {
-		return nil, statusOf(err)
+	if err := exists(s.cfg.Now()); err != nil {
+		return zero, statusOf(err)
 	}
 	q, err := s.queues(ctx)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	all := q.Waiters(r.NamespaceName, r.SemaphoreName)
+	all := waiters(q)
 	from, to := pageBounds(all, cur, limit)
-	out := &pb.ListSemaphoreWaitersResponse{Waiters: s.describe(r.NamespaceName, r.SemaphoreName, all[from:to], from)}
+	var next, prev string
 	if to < len(all) {
-		out.NextPaginationToken = encodeToken(false, all[to-1].Seq)
+		next = encodeToken(false, all[to-1].Seq)
 	}
 	if from > 0 {
-		out.PreviousPaginationToken = encodeToken(true, all[from].Seq)
+		prev = encodeToken(true, all[from].Seq)
 	}
-	return out, nil
+	return build(all[from:to], from, next, prev), nil
 }
 
 // authorize applies Config.Authorize, if any.

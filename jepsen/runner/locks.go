@@ -144,7 +144,7 @@ func (w *world) lockWaiters(ctx context.Context, rng *rand.Rand, proc int, lock 
 }
 
 // locker is a process of the lock workload: one lock lease at a time
-// (long: 300 s, refreshed; else 1-3 s, sometimes left to run out while it
+// (long: 60 s, refreshed; else 1-3 s, sometimes left to run out while it
 // "works"), and what it believes it holds, to ask for upgrades and
 // downgrades and to release. It holds at most two locks at once, so
 // that most of its requests are new ones, the kind conflict-FIFO orders.
@@ -161,7 +161,7 @@ func (w *world) locker(ctx context.Context, proc int, seed int64) {
 		if lease == "" {
 			ttl = 1 + rng.Int63n(3)
 			if long {
-				ttl = 300
+				ttl = 60 // refreshed every 20 s; an abandoned one frees its locks within a minute
 			}
 			if lease = w.createLockLease(ctx, rng, id(), ttl); lease == "" {
 				gen++ // its op may still be pending: a new process takes over
@@ -234,7 +234,12 @@ func (w *world) locker(ctx context.Context, proc int, seed int64) {
 				lastRefresh = time.Now()
 			}
 		default:
-			if o = w.revokeLockLease(ctx, rng, id(), lease); o.Outcome != history.Info {
+			// Only a revoke that applied ends the lease: one that failed
+			// (certainly not applied) leaves it alive and holding, and one
+			// whose outcome is unknown may have too; the process keeps it
+			// (a later call answers NotFound if it is gone). Forgotten, a
+			// live long lease would hold its locks for its whole TTL.
+			if o = w.revokeLockLease(ctx, rng, id(), lease); o.Outcome == history.OK {
 				lease = ""
 			}
 		}
