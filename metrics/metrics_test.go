@@ -159,17 +159,27 @@ func TestSeriesMoveUnderWorkload(t *testing.T) {
 	must(cl.RefreshSemaphoreLease(ctx, &pb.RefreshSemaphoreLeaseRequest{NamespaceName: "m", LeaseId: a, TtlSeconds: 60}))
 	must(cl.RevokeSemaphoreLease(ctx, &pb.RevokeSemaphoreLeaseRequest{NamespaceName: "m", LeaseId: a}))
 	_ = short // expires on its own, about a second (plus the election grace) after creation
+	// Locks: a lock lease holding one lock after two grants and a release.
+	ll := must(cl.CreateLockLease(ctx, &pb.CreateLockLeaseRequest{NamespaceName: "m", ProcessId: "l", TtlSeconds: 60})).Lease.LeaseId
+	must(cl.AcquireLock(ctx, &pb.AcquireLockRequest{NamespaceName: "m", LockName: "x", LeaseId: ll, Exclusive: true}))
+	must(cl.AcquireLock(ctx, &pb.AcquireLockRequest{NamespaceName: "m", LockName: "y", LeaseId: ll}))
+	must(cl.ReleaseLock(ctx, &pb.ReleaseLockRequest{NamespaceName: "m", LockName: "y", LeaseId: ll}))
 
 	want := map[string]float64{
 		"grackle_grants_total":           2,
 		"grackle_releases_total":         1,
-		"grackle_leases_created_total":   3,
+		"grackle_lock_grants_total":      2,
+		"grackle_lock_releases_total":    1,
+		"grackle_locks":                  1,
+		"grackle_lock_holders":           1,
+		"grackle_lock_leases":            1,
+		"grackle_leases_created_total":   4,
 		"grackle_leases_refreshed_total": 1,
 		"grackle_leases_revoked_total":   1,
 		"grackle_leases_expired_total":   1,
 		"grackle_namespaces":             1,
 		"grackle_semaphores":             1,
-		"grackle_leases":                 1,
+		"grackle_leases":                 2, // b's and the lock lease
 		"grackle_holders":                1,
 		"grackle_held_permits":           1,
 	}
