@@ -386,10 +386,29 @@ func decodeToken(tok string) (cursor, error) {
 // pageBounds picks the page [from, to) of a queue for a cursor. Tokens
 // are positions (a waiter's sequence number), not snapshots: waiters that
 // left move the rest up, as holders' pages do.
+//
+// A lock's queue is not in sequence order when an upgrade waits at its head
+// (it arrived later): a cursor whose waiter is still queued is found by
+// its place, so no waiter is listed twice or skipped; only a cursor whose
+// waiter left falls back to comparing sequence numbers.
 func pageBounds(all []QueuedWaiter, c cursor, limit int) (from, to int) {
+	at := -1
+	if c.set {
+		for i, w := range all {
+			if w.Seq == c.seq {
+				at = i
+				break
+			}
+		}
+	}
 	switch {
 	case !c.set:
 		from = 0
+	case at >= 0 && !c.backward:
+		from = at + 1
+	case at >= 0:
+		from = max(at-limit, 0)
+		return from, at
 	case !c.backward:
 		from = len(all)
 		for i, w := range all {
