@@ -387,34 +387,7 @@ func ContentionText(r pb.ContentionReason, blocking []string) string {
 // WithLock is not reentrant: a nested call on the same lock and session
 // re-acquires the same hold (or upgrades or downgrades it), and its
 // release drops it.
-func WithLock(ctx context.Context, lk *Lock, mode LockMode, fn func(ctx context.Context, g *LockGrant) error) (err error) {
-	g, err := lk.Acquire(ctx, mode)
-	if err != nil {
-		return err
-	}
-	sess := lk.sess.s
-	fctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(sess.ctx, func() { cancel(sess.Err()) })
-	defer func() {
-		stop()
-		cancel(nil)
-		p := recover()
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		rerr := lk.Release(rctx)
-		rcancel()
-		if p != nil {
-			panic(p)
-		}
-		if err != nil {
-			return
-		}
-		if serr := sess.Err(); serr != nil {
-			err = serr
-			return
-		}
-		if rerr != nil {
-			err = fmt.Errorf("grackle: release lock %q after running fn: %w", lk.name, rerr)
-		}
-	}()
-	return fn(fctx, g)
+func WithLock(ctx context.Context, lk *Lock, mode LockMode, fn func(ctx context.Context, g *LockGrant) error) error {
+	return withHeld(ctx, lk.sess.s, func(ctx context.Context) (*LockGrant, error) { return lk.Acquire(ctx, mode) },
+		lk.Release, fmt.Sprintf("lock %q", lk.name), fn)
 }

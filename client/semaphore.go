@@ -311,12 +311,21 @@ func ambiguous(err error) bool {
 // The release runs even if ctx has ended (with its own bound of 10 s).
 // WithPermits is not reentrant: a nested call on the same semaphore and
 // session re-acquires the same hold and its release drops it.
-func WithPermits(ctx context.Context, sem *Semaphore, weight int64, fn func(ctx context.Context, g *Grant) error) (err error) {
-	g, err := sem.Acquire(ctx, weight)
+func WithPermits(ctx context.Context, sem *Semaphore, weight int64, fn func(ctx context.Context, g *Grant) error) error {
+	return withHeld(ctx, sem.sess, func(ctx context.Context) (*Grant, error) { return sem.Acquire(ctx, weight) },
+		sem.Release, fmt.Sprintf("%q", sem.name), fn)
+}
+
+// withHeld is WithPermits and WithLock, which differ only in what they
+// acquire and release (what names it in the release's error): fn runs
+// under acquire's grant, its context cancelled when ctx or sess ends, and
+// release runs however fn ends.
+func withHeld[G any](ctx context.Context, sess *Session, acquire func(context.Context) (G, error), release func(context.Context) error,
+	what string, fn func(ctx context.Context, g G) error) (err error) {
+	g, err := acquire(ctx)
 	if err != nil {
 		return err
 	}
-	sess := sem.sess
 	fctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(sess.ctx, func() { cancel(sess.Err()) })
 	defer func() {
@@ -324,7 +333,7 @@ func WithPermits(ctx context.Context, sem *Semaphore, weight int64, fn func(ctx 
 		cancel(nil)
 		p := recover()
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		rerr := sem.Release(rctx)
+		rerr := release(rctx)
 		rcancel()
 		if p != nil {
 			panic(p)
@@ -334,12 +343,12 @@ func WithPermits(ctx context.Context, sem *Semaphore, weight int64, fn func(ctx 
 		}
 		if serr := sess.Err(); serr != nil {
 			// The session ended while fn ran: fn may have run without
-			// the permits for a while.
+			// what it holds for a while.
 			err = serr
 			return
 		}
 		if rerr != nil {
-			err = fmt.Errorf("grackle: release %q after running fn: %w", sem.name, rerr)
+			err = fmt.Errorf("grackle: release %s after running fn: %w", what, rerr)
 		}
 	}()
 	return fn(fctx, g)

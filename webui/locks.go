@@ -22,65 +22,35 @@ import (
 // locks lists a namespace's held locks in name order, each with its
 // holders; ?prefix= (a lock name) keeps that lock and its descendants.
 func (h *handler) locks(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := callCtx(r)
-	defer cancel()
-	be, err := h.backend(ctx)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	items, next, err := readPages(func(tok string) ([]*pb.Lock, string, error) {
+	serveList(h, w, r, func(ctx context.Context, be Backend, tok string) ([]*pb.Lock, string, error) {
 		p, err := be.ListLocks(ctx, &pb.ListLocksRequest{NamespaceName: r.PathValue("ns"),
 			Prefix: r.URL.Query().Get("prefix"), Limit: 250, PaginationToken: tok})
 		return p.GetLocks(), p.GetNextPaginationToken(), err
+	}, func(items []*pb.Lock, next string) proto.Message {
+		return &pb.ListLocksResponse{Locks: items, NextPaginationToken: next}
 	})
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeProto(w, &pb.ListLocksResponse{Locks: items, NextPaginationToken: next})
 }
 
 // lockWaiters lists a lock's queue in order. The page reads it when a
 // watch message carries only part of a long queue.
 func (h *handler) lockWaiters(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := callCtx(r)
-	defer cancel()
-	be, err := h.backend(ctx)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	items, next, err := readPages(func(tok string) ([]*pb.LockWaiter, string, error) {
+	serveList(h, w, r, func(ctx context.Context, be Backend, tok string) ([]*pb.LockWaiter, string, error) {
 		p, err := be.ListLockWaiters(ctx, &pb.ListLockWaitersRequest{NamespaceName: r.PathValue("ns"),
 			LockName: r.PathValue("lock"), Limit: 250, PaginationToken: tok})
 		return p.GetWaiters(), p.GetNextPaginationToken(), err
+	}, func(items []*pb.LockWaiter, next string) proto.Message {
+		return &pb.ListLockWaitersResponse{Waiters: items, NextPaginationToken: next}
 	})
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeProto(w, &pb.ListLockWaitersResponse{Waiters: items, NextPaginationToken: next})
 }
 
 func (h *handler) lockLeases(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := callCtx(r)
-	defer cancel()
-	be, err := h.backend(ctx)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	items, next, err := readPages(func(tok string) ([]*pb.LockLease, string, error) {
+	serveList(h, w, r, func(ctx context.Context, be Backend, tok string) ([]*pb.LockLease, string, error) {
 		p, err := be.ListLockLeases(ctx, &pb.ListLockLeasesRequest{NamespaceName: r.PathValue("ns"),
 			ProcessId: r.URL.Query().Get("process_id"), Limit: 250, PaginationToken: tok})
 		return p.GetLeases(), p.GetNextPaginationToken(), err
+	}, func(items []*pb.LockLease, next string) proto.Message {
+		return &pb.ListLockLeasesResponse{Leases: items, NextPaginationToken: next}
 	})
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeProto(w, &pb.ListLockLeasesResponse{Leases: items, NextPaginationToken: next})
 }
 
 // lockWatch relays a lock's states as server-sent events, as watch does

@@ -194,44 +194,39 @@ func (h *handler) cluster(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) namespaces(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := callCtx(r)
-	defer cancel()
-	be, err := h.backend(ctx)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	items, next, err := readPages(func(tok string) ([]*pb.Namespace, string, error) {
+	serveList(h, w, r, func(ctx context.Context, be Backend, tok string) ([]*pb.Namespace, string, error) {
 		p, err := be.ListNamespaces(ctx, &pb.ListNamespacesRequest{Limit: 250, PaginationToken: tok})
 		return p.GetNamespaces(), p.GetNextPaginationToken(), err
+	}, func(items []*pb.Namespace, next string) proto.Message {
+		return &pb.ListNamespacesResponse{Namespaces: items, NextPaginationToken: next}
 	})
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeProto(w, &pb.ListNamespacesResponse{Namespaces: items, NextPaginationToken: next})
 }
 
 func (h *handler) semaphores(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := callCtx(r)
-	defer cancel()
-	be, err := h.backend(ctx)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	items, next, err := readPages(func(tok string) ([]*pb.Semaphore, string, error) {
+	serveList(h, w, r, func(ctx context.Context, be Backend, tok string) ([]*pb.Semaphore, string, error) {
 		p, err := be.ListSemaphores(ctx, &pb.ListSemaphoresRequest{NamespaceName: r.PathValue("ns"), Limit: 250, PaginationToken: tok})
 		return p.GetSemaphores(), p.GetNextPaginationToken(), err
+	}, func(items []*pb.Semaphore, next string) proto.Message {
+		return &pb.ListSemaphoresResponse{Semaphores: items, NextPaginationToken: next}
 	})
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeProto(w, &pb.ListSemaphoresResponse{Semaphores: items, NextPaginationToken: next})
 }
 
 func (h *handler) leases(w http.ResponseWriter, r *http.Request) {
+	serveList(h, w, r, func(ctx context.Context, be Backend, tok string) ([]*pb.SemaphoreLease, string, error) {
+		p, err := be.ListSemaphoreLeases(ctx, &pb.ListSemaphoreLeasesRequest{NamespaceName: r.PathValue("ns"),
+			ProcessId: r.URL.Query().Get("process_id"), Limit: 250, PaginationToken: tok})
+		return p.GetLeases(), p.GetNextPaginationToken(), err
+	}, func(items []*pb.SemaphoreLease, next string) proto.Message {
+		return &pb.ListSemaphoreLeasesResponse{Leases: items, NextPaginationToken: next}
+	})
+}
+
+// serveList answers a List request with the whole list (up to maxListed
+// items, read a page at a time by readPages), as one response that answer
+// makes of the items and the token to go on from: every list handler but
+// for the call and the response it makes.
+func serveList[T any](h *handler, w http.ResponseWriter, r *http.Request,
+	page func(ctx context.Context, be Backend, tok string) ([]T, string, error), answer func(items []T, next string) proto.Message) {
 	ctx, cancel := callCtx(r)
 	defer cancel()
 	be, err := h.backend(ctx)
@@ -239,16 +234,12 @@ func (h *handler) leases(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	items, next, err := readPages(func(tok string) ([]*pb.SemaphoreLease, string, error) {
-		p, err := be.ListSemaphoreLeases(ctx, &pb.ListSemaphoreLeasesRequest{NamespaceName: r.PathValue("ns"),
-			ProcessId: r.URL.Query().Get("process_id"), Limit: 250, PaginationToken: tok})
-		return p.GetLeases(), p.GetNextPaginationToken(), err
-	})
+	items, next, err := readPages(func(tok string) ([]T, string, error) { return page(ctx, be, tok) })
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	writeProto(w, &pb.ListSemaphoreLeasesResponse{Leases: items, NextPaginationToken: next})
+	writeProto(w, answer(items, next))
 }
 
 // readPages follows a List call's pages until it ends or maxListed items

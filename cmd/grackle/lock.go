@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/grackle-coord/grackle/client"
@@ -339,33 +338,9 @@ states; 1 when the watch fails.`,
   grackle lock watch jobs orders/eu -o json --count 1   # the state once, as JSON`,
 		Args: positional("NAMESPACE", "LOCK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if count < 0 {
-				return usagef("count: must be 0 (no end) or more, got %d", count)
-			}
-			ctx, cancel := context.WithCancel(cmdContext(cmd))
-			defer cancel()
-			dctx, dcancel := context.WithTimeout(ctx, a.timeout)
-			cli, err := a.client(dctx)
-			dcancel()
-			if err != nil {
-				return callError(cmdContext(cmd), err)
-			}
-			n := 0
-			for u := range cli.WatchLockState(ctx, args[0], args[1]) {
-				if u.Err != nil {
-					if cmdContext(cmd).Err() != nil {
-						return nil // interrupted: the normal end of a watch
-					}
-					return callError(ctx, u.Err)
-				}
-				if err := a.printLockWatch(u); err != nil {
-					return err
-				}
-				if n++; count > 0 && n >= count {
-					return nil
-				}
-			}
-			return nil
+			return runWatch(a, cmd, count, func(ctx context.Context, cli *client.Client) <-chan client.LockWatchUpdate {
+				return cli.WatchLockState(ctx, args[0], args[1])
+			}, func(u client.LockWatchUpdate) error { return u.Err }, a.printLockWatch)
 		},
 	}
 	cmd.Flags().IntVar(&count, "count", 0, "stop after this many states (0 = until interrupted)")
@@ -373,16 +348,7 @@ states; 1 when the watch fails.`,
 }
 
 func (a *app) printLockWatch(u client.LockWatchUpdate) error {
-	if a.output == "json" {
-		b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(u.State)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(a.stdout, string(b))
-		return err
-	}
-	fmt.Fprintln(a.stdout, lockWatchLine(u, a.now()))
-	return nil
+	return a.printWatchState(u.State, func() string { return lockWatchLine(u, a.now()) })
 }
 
 // lockWatchLine is one state on one line: when, the Raft index, the mode,
@@ -391,31 +357,19 @@ func lockWatchLine(u client.LockWatchUpdate, now time.Time) string {
 	m := u.State
 	l := m.GetLock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s index %d", now.UTC().Format("15:04:05.000"), m.GetRaftIndex())
-	switch {
-	case u.Resumed:
-		b.WriteString(" (resumed)")
-	case m.GetInitial():
-		b.WriteString(" (initial)")
-	case m.GetChanges() > 1:
-		fmt.Fprintf(&b, " (+%d changes)", m.GetChanges())
-	}
+	writeWatchHead(&b, now, m, u.Resumed)
 	fmt.Fprintf(&b, ": %s", lockStateText(l))
 	var hs []string
 	for _, h := range l.GetHolders() {
 		hs = append(hs, fmt.Sprintf("%s#%d", h.GetProcessId(), h.GetFencingToken()))
 	}
-	if len(hs) > 0 {
-		fmt.Fprintf(&b, " [%s]", strings.Join(hs, " "))
-	}
+	writeBracketed(&b, hs)
 	fmt.Fprintf(&b, "; %d waiting", m.GetWaitersCount())
 	var ws []string
 	for _, w := range m.GetWaiters() {
 		ws = append(ws, fmt.Sprintf("%d:%s %s", w.GetPosition(), w.GetProcessId(), waiterMode(w)))
 	}
-	if len(ws) > 0 {
-		fmt.Fprintf(&b, " [%s]", strings.Join(ws, " "))
-	}
+	writeBracketed(&b, ws)
 	return b.String()
 }
 
@@ -434,23 +388,9 @@ func (a *app) waitStatusInLockQueue(cli *client.Client, what string, wait time.D
 			if u.Err != nil {
 				return
 			}
-			set(lockQueuePlace(u.State, lease))
+			set(queuePlace(u.State.GetWaiters(), u.State.GetWaitersCount(), lease))
 		}
 	})
-}
-
-// lockQueuePlace says where lease waits in a watched lock state ("" when
-// it does not wait there).
-func lockQueuePlace(m *pb.WatchLockResponse, lease string) string {
-	for _, w := range m.GetWaiters() {
-		if w.GetLeaseId() == lease {
-			return fmt.Sprintf("position %d of %d in the queue", w.GetPosition(), m.GetWaitersCount())
-		}
-	}
-	if n := m.GetWaitersCount(); n > int64(len(m.GetWaiters())) {
-		return fmt.Sprintf("behind the first %d of %d in the queue", len(m.GetWaiters()), n)
-	}
-	return ""
 }
 
 // checkSemaphoreLease refuses a lock lease given as a semaphore command's
@@ -506,164 +446,80 @@ func checkLockLeaseArg(id string) error {
 	return nil
 }
 
+// lockLeases are the leases of `grackle lock lease`.
+var lockLeases = leaseKind{
+	noun:     "lock lease",
+	metadata: true,
+	checkArg: checkLockLeaseArg,
+	create: func(ctx context.Context, c clients, ns, processID string, secs int64, meta map[string]string) (view, error) {
+		resp, err := c.api.CreateLockLease(ctx, &pb.CreateLockLeaseRequest{NamespaceName: ns, ProcessId: processID, TtlSeconds: secs, Metadata: meta})
+		if err != nil {
+			return view{}, err
+		}
+		return lockLeaseView(resp, resp.GetLease()), nil
+	},
+	get: func(ctx context.Context, c clients, ns, id string) (view, int64, error) {
+		resp, err := c.api.GetLockLease(ctx, &pb.GetLockLeaseRequest{NamespaceName: ns, LeaseId: id})
+		if err != nil {
+			return view{}, 0, err
+		}
+		return lockLeaseView(resp, resp.GetLease()), resp.GetLease().GetTtlSeconds(), nil
+	},
+	refresh: func(ctx context.Context, c clients, ns, id string, secs int64) (view, error) {
+		resp, err := c.api.RefreshLockLease(ctx, &pb.RefreshLockLeaseRequest{NamespaceName: ns, LeaseId: id, TtlSeconds: secs})
+		if err != nil {
+			return view{}, err
+		}
+		return lockLeaseView(resp, resp.GetLease()), nil
+	},
+	revoke: func(ctx context.Context, c clients, ns, id string) (proto.Message, error) {
+		return c.api.RevokeLockLease(ctx, &pb.RevokeLockLeaseRequest{NamespaceName: ns, LeaseId: id})
+	},
+	revokedNone: &pb.RevokeLockLeaseResponse{},
+	list: func(ctx context.Context, c clients, ns, processID string, lf listFlags) (view, error) {
+		resp, err := c.api.ListLockLeases(ctx, &pb.ListLockLeasesRequest{
+			NamespaceName: ns, ProcessId: processID, Limit: lf.limit, PaginationToken: lf.token,
+		})
+		if err != nil {
+			return view{}, err
+		}
+		return lockLeasesView(resp), nil
+	},
+}
+
 func (a *app) lockLeaseCreateCmd() *cobra.Command {
-	var (
-		processID string
-		ttl       time.Duration
-		md        []string
-	)
-	cmd := &cobra.Command{
-		Use:   "create NAMESPACE --process-id ID",
-		Short: "Create a lock lease that expires --ttl from now unless refreshed",
-		Example: `  grackle lock lease create jobs --process-id host-123/pid-4567 --ttl 60s --metadata owner=billing
+	return lockLeases.createCmd(a, help{
+		short: "Create a lock lease that expires --ttl from now unless refreshed",
+		example: `  grackle lock lease create jobs --process-id host-123/pid-4567 --ttl 60s --metadata owner=billing
   LEASE=$(grackle lock lease create jobs --process-id "$(hostname)/pid-$$" -o id)`,
-		Args: positional("NAMESPACE"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if processID == "" {
-				return usagef("--process-id is required (any label of the caller, e.g. host-123/pid-4567)")
-			}
-			secs, err := ttlSeconds(ttl)
-			if err != nil {
-				return err
-			}
-			meta, err := parseMetadata(md)
-			if err != nil {
-				return err
-			}
-			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.CreateLockLeaseResponse, error) {
-				return c.api.CreateLockLease(ctx, &pb.CreateLockLeaseRequest{NamespaceName: args[0], ProcessId: processID, TtlSeconds: secs, Metadata: meta})
-			})
-			if err != nil {
-				return err
-			}
-			return a.show(lockLeaseView(resp, resp.GetLease()))
-		},
-	}
-	cmd.Flags().StringVar(&processID, "process-id", "", "who owns the lease, 1..128 bytes, free-form (required)")
-	durationVar(cmd.Flags(), &ttl, "ttl", 60*time.Second, "time until the lease expires unless refreshed, whole seconds (server max 300s by default)")
-	metadataFlag(cmd.Flags(), &md, "lease")
-	return cmd
+	})
 }
 
 func (a *app) lockLeaseGetCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "get NAMESPACE LEASE_ID",
-		Short: "Show a lock lease (NotFound once it has expired)",
-		Args:  positional("NAMESPACE", "LEASE_ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkLockLeaseArg(args[1]); err != nil {
-				return err
-			}
-			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.GetLockLeaseResponse, error) {
-				return c.api.GetLockLease(ctx, &pb.GetLockLeaseRequest{NamespaceName: args[0], LeaseId: args[1]})
-			})
-			if err != nil {
-				return err
-			}
-			return a.show(lockLeaseView(resp, resp.GetLease()))
-		},
-	}
+	return lockLeases.getCmd(a, help{short: "Show a lock lease (NotFound once it has expired)"})
 }
 
 func (a *app) lockLeaseRefreshCmd() *cobra.Command {
-	var ttl time.Duration
-	cmd := &cobra.Command{
-		Use:   "refresh NAMESPACE LEASE_ID",
-		Short: "Extend a lock lease and every lock it holds to --ttl from now",
-		Long: `Extend a lock lease and every lock it holds to --ttl from now. Without --ttl
+	return lockLeases.refreshCmd(a, help{
+		short: "Extend a lock lease and every lock it holds to --ttl from now",
+		long: `Extend a lock lease and every lock it holds to --ttl from now. Without --ttl
 the lease's own ttl_seconds is used. A lease that is gone (expired, revoked,
 or its namespace deleted) exits 4: the lease was lost.`,
-		Example: "  grackle lock lease refresh jobs ll_NfKKeiPbP18NFeU3lLGrRWWgDJRB --ttl 60s",
-		Args:    positional("NAMESPACE", "LEASE_ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkLockLeaseArg(args[1]); err != nil {
-				return err
-			}
-			given := changed(cmd, "ttl")
-			var secs int64
-			if given {
-				var err error
-				if secs, err = ttlSeconds(ttl); err != nil {
-					return err
-				}
-			}
-			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.RefreshLockLeaseResponse, error) {
-				req := &pb.RefreshLockLeaseRequest{NamespaceName: args[0], LeaseId: args[1], TtlSeconds: secs}
-				if !given {
-					cur, err := c.api.GetLockLease(ctx, &pb.GetLockLeaseRequest{NamespaceName: args[0], LeaseId: args[1]})
-					if err != nil {
-						return nil, err
-					}
-					req.TtlSeconds = cur.GetLease().GetTtlSeconds()
-				}
-				return c.api.RefreshLockLease(ctx, req)
-			})
-			if leaseGone(err) {
-				return &exitError{code: exitLeaseLost, msg: fmt.Sprintf("lock lease refresh: lease %s is lost: %s", args[1], err.Error())}
-			}
-			if err != nil {
-				return err
-			}
-			return a.show(lockLeaseView(resp, resp.GetLease()))
-		},
-	}
-	durationVar(cmd.Flags(), &ttl, "ttl", 0, "time from now until the lease expires, whole seconds (default: the lease's ttl_seconds)")
-	return cmd
+		example: "  grackle lock lease refresh jobs ll_NfKKeiPbP18NFeU3lLGrRWWgDJRB --ttl 60s",
+	})
 }
 
 func (a *app) lockLeaseRevokeCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "revoke NAMESPACE LEASE_ID",
-		Short: "Release every lock a lock lease holds and delete it",
-		Long: `Release every lock a lock lease holds and delete it; its waiters end with
+	return lockLeases.revokeCmd(a, help{
+		short: "Release every lock a lock lease holds and delete it",
+		long: `Release every lock a lock lease holds and delete it; its waiters end with
 NotFound. Revoking a lease that is already gone (revoked, expired, or in a
 namespace that does not exist) says so and exits 0.`,
-		Args: positional("NAMESPACE", "LEASE_ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkLockLeaseArg(args[1]); err != nil {
-				return err
-			}
-			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.RevokeLockLeaseResponse, error) {
-				return c.api.RevokeLockLease(ctx, &pb.RevokeLockLeaseRequest{NamespaceName: args[0], LeaseId: args[1]})
-			})
-			if leaseGone(err) {
-				return a.show(doneView(&pb.RevokeLockLeaseResponse{}, fmt.Sprintf("lock lease %s did not exist in namespace %q (or had expired)", args[1], args[0])))
-			}
-			if err != nil {
-				return err
-			}
-			return a.show(doneView(resp, fmt.Sprintf("lock lease %s revoked", args[1])))
-		},
-	}
+	})
 }
 
 func (a *app) lockLeaseListCmd() *cobra.Command {
-	var (
-		lf        listFlags
-		processID string
-	)
-	cmd := &cobra.Command{
-		Use:   "list NAMESPACE",
-		Short: "List the unexpired lock leases of a namespace",
-		Args:  positional("NAMESPACE"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := lf.check(); err != nil {
-				return err
-			}
-			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.ListLockLeasesResponse, error) {
-				return c.api.ListLockLeases(ctx, &pb.ListLockLeasesRequest{
-					NamespaceName: args[0], ProcessId: processID, Limit: lf.limit, PaginationToken: lf.token,
-				})
-			})
-			if err != nil {
-				return err
-			}
-			return a.show(lockLeasesView(resp))
-		},
-	}
-	cmd.Flags().StringVar(&processID, "process-id", "", "only the leases of this process")
-	lf.register(cmd.Flags())
-	return cmd
+	return lockLeases.listCmd(a, help{short: "List the unexpired lock leases of a namespace"})
 }
 
 // ---- output ----
@@ -762,35 +618,21 @@ func lockAcquireView(r *pb.AcquireLockResponse) view {
 }
 
 func locksView(r *pb.ListLocksResponse) view {
-	v := view{msg: r, next: r.GetNextPaginationToken()}
-	for _, l := range r.GetLocks() {
-		v.ids = append(v.ids, l.GetName())
-	}
-	v.table = func(t *tableOut) {
-		var rows [][]string
-		for _, l := range r.GetLocks() {
-			rows = append(rows, []string{l.GetName(), lockStateName(l.GetState()), itoa(int64(len(l.GetHolders()))),
-				fmtTime(l.GetLockedAt(), t.now), fmtTime(l.GetLastActivityAt(), t.now)})
-		}
-		t.table([]string{"NAME", "STATE", "HOLDERS", "LOCKED", "LAST ACTIVITY"}, rows)
-	}
-	return v
+	return listView(r, r.GetLocks(), (*pb.Lock).GetName,
+		[]string{"NAME", "STATE", "HOLDERS", "LOCKED", "LAST ACTIVITY"},
+		func(l *pb.Lock, now time.Time) []string {
+			return []string{l.GetName(), lockStateName(l.GetState()), itoa(int64(len(l.GetHolders()))),
+				fmtTime(l.GetLockedAt(), now), fmtTime(l.GetLastActivityAt(), now)}
+		})
 }
 
 func lockWaitersView(r *pb.ListLockWaitersResponse) view {
-	v := view{msg: r, next: r.GetNextPaginationToken()}
-	for _, w := range r.GetWaiters() {
-		v.ids = append(v.ids, w.GetLeaseId())
-	}
-	v.table = func(t *tableOut) {
-		var rows [][]string
-		for _, w := range r.GetWaiters() {
-			rows = append(rows, []string{itoa(w.GetPosition()), w.GetLeaseId(), w.GetProcessId(), waiterMode(w),
-				fmtTime(w.GetWaitingSince(), t.now), fmtTime(w.GetDeadline(), t.now)})
-		}
-		t.table([]string{"POSITION", "LEASE ID", "PROCESS ID", "MODE", "SINCE", "DEADLINE"}, rows)
-	}
-	return v
+	return listView(r, r.GetWaiters(), (*pb.LockWaiter).GetLeaseId,
+		[]string{"POSITION", "LEASE ID", "PROCESS ID", "MODE", "SINCE", "DEADLINE"},
+		func(w *pb.LockWaiter, now time.Time) []string {
+			return []string{itoa(w.GetPosition()), w.GetLeaseId(), w.GetProcessId(), waiterMode(w),
+				fmtTime(w.GetWaitingSince(), now), fmtTime(w.GetDeadline(), now)}
+		})
 }
 
 func lockLeaseKV(l *pb.LockLease, now time.Time) [][2]string {
@@ -813,17 +655,10 @@ func lockLeaseView(resp proto.Message, l *pb.LockLease) view {
 }
 
 func lockLeasesView(r *pb.ListLockLeasesResponse) view {
-	v := view{msg: r, next: r.GetNextPaginationToken()}
-	for _, l := range r.GetLeases() {
-		v.ids = append(v.ids, l.GetLeaseId())
-	}
-	v.table = func(t *tableOut) {
-		var rows [][]string
-		for _, l := range r.GetLeases() {
-			rows = append(rows, []string{l.GetLeaseId(), l.GetProcessId(), fmt.Sprintf("%ds", l.GetTtlSeconds()),
-				fmtTime(l.GetCreatedAt(), t.now), fmtTime(l.GetExpiresAt(), t.now), truncate(fmtMetadata(l.GetMetadata()), 40)})
-		}
-		t.table([]string{"LEASE ID", "PROCESS ID", "TTL", "CREATED", "EXPIRES", "METADATA"}, rows)
-	}
-	return v
+	return listView(r, r.GetLeases(), (*pb.LockLease).GetLeaseId,
+		[]string{"LEASE ID", "PROCESS ID", "TTL", "CREATED", "EXPIRES", "METADATA"},
+		func(l *pb.LockLease, now time.Time) []string {
+			return []string{l.GetLeaseId(), l.GetProcessId(), fmt.Sprintf("%ds", l.GetTtlSeconds()),
+				fmtTime(l.GetCreatedAt(), now), fmtTime(l.GetExpiresAt(), now), truncate(fmtMetadata(l.GetMetadata()), 40)}
+		})
 }

@@ -417,70 +417,67 @@ func acquireView(r *pb.AcquireSemaphoreResponse) view {
 
 // ---- lists ----
 
-func namespacesView(r *pb.ListNamespacesResponse) view {
+// pagedResponse is a List call's response: a page of items, and the token
+// of the next page.
+type pagedResponse interface {
+	proto.Message
+	GetNextPaginationToken() string
+}
+
+// listView shows a page of a list, the same way for every kind of item:
+// for -o id each item's id, for -o table a table of header over one row
+// per item.
+func listView[T any](r pagedResponse, items []T, id func(T) string, header []string, row func(x T, now time.Time) []string) view {
 	v := view{msg: r, next: r.GetNextPaginationToken()}
-	for _, ns := range r.GetNamespaces() {
-		v.ids = append(v.ids, ns.GetName())
+	for _, x := range items {
+		v.ids = append(v.ids, id(x))
 	}
 	v.table = func(t *tableOut) {
 		var rows [][]string
-		for _, ns := range r.GetNamespaces() {
-			rows = append(rows, []string{ns.GetName(), itoa(ns.GetVersion()), truncate(ns.GetDescription(), 40),
-				truncate(fmtMetadata(ns.GetMetadata()), 40), fmtTime(ns.GetCreatedAt(), t.now)})
+		for _, x := range items {
+			rows = append(rows, row(x, t.now))
 		}
-		t.table([]string{"NAME", "VERSION", "DESCRIPTION", "METADATA", "CREATED"}, rows)
+		t.table(header, rows)
 	}
 	return v
+}
+
+func namespacesView(r *pb.ListNamespacesResponse) view {
+	return listView(r, r.GetNamespaces(), (*pb.Namespace).GetName,
+		[]string{"NAME", "VERSION", "DESCRIPTION", "METADATA", "CREATED"},
+		func(ns *pb.Namespace, now time.Time) []string {
+			return []string{ns.GetName(), itoa(ns.GetVersion()), truncate(ns.GetDescription(), 40),
+				truncate(fmtMetadata(ns.GetMetadata()), 40), fmtTime(ns.GetCreatedAt(), now)}
+		})
 }
 
 func semaphoresView(r *pb.ListSemaphoresResponse) view {
-	v := view{msg: r, next: r.GetNextPaginationToken()}
-	for _, s := range r.GetSemaphores() {
-		v.ids = append(v.ids, s.GetName())
-	}
-	v.table = func(t *tableOut) {
-		var rows [][]string
-		for _, s := range r.GetSemaphores() {
-			rows = append(rows, []string{s.GetName(), itoa(s.GetPermits()), itoa(s.GetActiveHolds()),
-				itoa(s.GetActiveHoldersCount()), itoa(s.GetVersion()), fmtTime(s.GetLastActivityAt(), t.now),
-				truncate(s.GetDescription(), 40)})
-		}
-		t.table([]string{"NAME", "PERMITS", "HOLDS", "HOLDERS", "VERSION", "LAST ACTIVITY", "DESCRIPTION"}, rows)
-	}
-	return v
+	return listView(r, r.GetSemaphores(), (*pb.Semaphore).GetName,
+		[]string{"NAME", "PERMITS", "HOLDS", "HOLDERS", "VERSION", "LAST ACTIVITY", "DESCRIPTION"},
+		func(s *pb.Semaphore, now time.Time) []string {
+			return []string{s.GetName(), itoa(s.GetPermits()), itoa(s.GetActiveHolds()),
+				itoa(s.GetActiveHoldersCount()), itoa(s.GetVersion()), fmtTime(s.GetLastActivityAt(), now),
+				truncate(s.GetDescription(), 40)}
+		})
 }
 
 func holdersView(r *pb.ListSemaphoreHoldersResponse) view {
-	v := view{msg: r, next: r.GetNextPaginationToken()}
-	for _, h := range r.GetHolders() {
-		v.ids = append(v.ids, h.GetLeaseId())
-	}
-	v.table = func(t *tableOut) {
-		var rows [][]string
-		for _, h := range r.GetHolders() {
-			rows = append(rows, []string{h.GetLeaseId(), h.GetProcessId(), itoa(h.GetWeight()),
-				strconv.FormatUint(h.GetFencingToken(), 10), fmtTime(h.GetLockedAt(), t.now),
-				fmtTime(h.GetExpiresAt(), t.now), truncate(fmtMetadata(h.GetMetadata()), 40)})
-		}
-		t.table([]string{"LEASE ID", "PROCESS ID", "WEIGHT", "FENCING TOKEN", "LOCKED", "EXPIRES", "METADATA"}, rows)
-	}
-	return v
+	return listView(r, r.GetHolders(), (*pb.SemaphoreHolder).GetLeaseId,
+		[]string{"LEASE ID", "PROCESS ID", "WEIGHT", "FENCING TOKEN", "LOCKED", "EXPIRES", "METADATA"},
+		func(h *pb.SemaphoreHolder, now time.Time) []string {
+			return []string{h.GetLeaseId(), h.GetProcessId(), itoa(h.GetWeight()),
+				strconv.FormatUint(h.GetFencingToken(), 10), fmtTime(h.GetLockedAt(), now),
+				fmtTime(h.GetExpiresAt(), now), truncate(fmtMetadata(h.GetMetadata()), 40)}
+		})
 }
 
 func leasesView(r *pb.ListSemaphoreLeasesResponse) view {
-	v := view{msg: r, next: r.GetNextPaginationToken()}
-	for _, l := range r.GetLeases() {
-		v.ids = append(v.ids, l.GetLeaseId())
-	}
-	v.table = func(t *tableOut) {
-		var rows [][]string
-		for _, l := range r.GetLeases() {
-			rows = append(rows, []string{l.GetLeaseId(), l.GetProcessId(), fmt.Sprintf("%ds", l.GetTtlSeconds()),
-				fmtTime(l.GetCreatedAt(), t.now), fmtTime(l.GetExpiresAt(), t.now)})
-		}
-		t.table([]string{"LEASE ID", "PROCESS ID", "TTL", "CREATED", "EXPIRES"}, rows)
-	}
-	return v
+	return listView(r, r.GetLeases(), (*pb.SemaphoreLease).GetLeaseId,
+		[]string{"LEASE ID", "PROCESS ID", "TTL", "CREATED", "EXPIRES"},
+		func(l *pb.SemaphoreLease, now time.Time) []string {
+			return []string{l.GetLeaseId(), l.GetProcessId(), fmt.Sprintf("%ds", l.GetTtlSeconds()),
+				fmtTime(l.GetCreatedAt(), now), fmtTime(l.GetExpiresAt(), now)}
+		})
 }
 
 // ---- cluster ----

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/grackle-coord/grackle/client"
 	"github.com/grackle-coord/grackle/internal/statusline"
@@ -47,19 +48,12 @@ leader change it is rebuilt as the waiting clients retry (docs/watch.md).`,
 }
 
 func waitersView(r *pb.ListSemaphoreWaitersResponse) view {
-	v := view{msg: r, next: r.GetNextPaginationToken()}
-	for _, w := range r.GetWaiters() {
-		v.ids = append(v.ids, w.GetLeaseId())
-	}
-	v.table = func(t *tableOut) {
-		var rows [][]string
-		for _, w := range r.GetWaiters() {
-			rows = append(rows, []string{itoa(w.GetPosition()), w.GetLeaseId(), w.GetProcessId(), itoa(w.GetWeight()),
-				itoa(w.GetWaitingWeight()), fmtTime(w.GetWaitingSince(), t.now), fmtTime(w.GetDeadline(), t.now)})
-		}
-		t.table([]string{"POSITION", "LEASE ID", "PROCESS ID", "WEIGHT", "WAITING FOR", "SINCE", "DEADLINE"}, rows)
-	}
-	return v
+	return listView(r, r.GetWaiters(), (*pb.SemaphoreWaiter).GetLeaseId,
+		[]string{"POSITION", "LEASE ID", "PROCESS ID", "WEIGHT", "WAITING FOR", "SINCE", "DEADLINE"},
+		func(w *pb.SemaphoreWaiter, now time.Time) []string {
+			return []string{itoa(w.GetPosition()), w.GetLeaseId(), w.GetProcessId(), itoa(w.GetWeight()),
+				itoa(w.GetWaitingWeight()), fmtTime(w.GetWaitingSince(), now), fmtTime(w.GetDeadline(), now)}
+		})
 }
 
 func (a *app) semaphoreWatchCmd() *cobra.Command {
@@ -80,41 +74,56 @@ per line. The command ends with exit status 0 when interrupted or after
   grackle semaphore watch third_parties partner_1 -o json --count 1   # the state once, as JSON`,
 		Args: positional("NAMESPACE", "SEMAPHORE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if count < 0 {
-				return usagef("count: must be 0 (no end) or more, got %d", count)
-			}
-			ctx, cancel := context.WithCancel(cmdContext(cmd))
-			defer cancel()
-			dctx, dcancel := context.WithTimeout(ctx, a.timeout)
-			cli, err := a.client(dctx)
-			dcancel()
-			if err != nil {
-				return callError(cmdContext(cmd), err)
-			}
-			n := 0
-			for u := range cli.Watch(ctx, args[0], args[1]) {
-				if u.Err != nil {
-					if cmdContext(cmd).Err() != nil {
-						return nil // interrupted: the normal end of a watch
-					}
-					return callError(ctx, u.Err)
-				}
-				if err := a.printWatch(u); err != nil {
-					return err
-				}
-				if n++; count > 0 && n >= count {
-					return nil
-				}
-			}
-			return nil
+			return runWatch(a, cmd, count, func(ctx context.Context, cli *client.Client) <-chan client.WatchUpdate {
+				return cli.Watch(ctx, args[0], args[1])
+			}, func(u client.WatchUpdate) error { return u.Err }, a.printWatch)
 		},
 	}
 	cmd.Flags().IntVar(&count, "count", 0, "stop after this many states (0 = until interrupted)")
 	return cmd
 }
 
+// runWatch is the body of `semaphore watch` and `lock watch`: it prints
+// the states open's watch sends (with printState) until the watch is
+// interrupted, which is its normal end, count states were printed (0: no
+// end) or it fails (errOf(u) is the error of the last update).
+func runWatch[U any](a *app, cmd *cobra.Command, count int, open func(ctx context.Context, cli *client.Client) <-chan U, errOf func(U) error, printState func(U) error) error {
+	if count < 0 {
+		return usagef("count: must be 0 (no end) or more, got %d", count)
+	}
+	ctx, cancel := context.WithCancel(cmdContext(cmd))
+	defer cancel()
+	dctx, dcancel := context.WithTimeout(ctx, a.timeout)
+	cli, err := a.client(dctx)
+	dcancel()
+	if err != nil {
+		return callError(cmdContext(cmd), err)
+	}
+	n := 0
+	for u := range open(ctx, cli) {
+		if err := errOf(u); err != nil {
+			if cmdContext(cmd).Err() != nil {
+				return nil // interrupted: the normal end of a watch
+			}
+			return callError(ctx, err)
+		}
+		if err := printState(u); err != nil {
+			return err
+		}
+		if n++; count > 0 && n >= count {
+			return nil
+		}
+	}
+	return nil
+}
+
 func (a *app) printWatch(u client.WatchUpdate) error {
-	m := u.State
+	return a.printWatchState(u.State, func() string { return watchLine(u, a.now()) })
+}
+
+// printWatchState prints one watched state: with -o json the whole
+// message on one line, else line's one line for people.
+func (a *app) printWatchState(m proto.Message, line func() string) error {
 	if a.output == "json" {
 		b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
 		if err != nil {
@@ -123,8 +132,38 @@ func (a *app) printWatch(u client.WatchUpdate) error {
 		_, err = fmt.Fprintln(a.stdout, string(b))
 		return err
 	}
-	fmt.Fprintln(a.stdout, watchLine(u, a.now()))
+	fmt.Fprintln(a.stdout, line())
 	return nil
+}
+
+// watchedState is what writeWatchHead reads of a watched state, of a
+// semaphore or of a lock.
+type watchedState interface {
+	GetRaftIndex() uint64
+	GetInitial() bool
+	GetChanges() uint64
+}
+
+// writeWatchHead starts a watch line: when, the Raft index, and whether
+// the state is a resume, the first one, or several changes folded in.
+func writeWatchHead(b *strings.Builder, now time.Time, m watchedState, resumed bool) {
+	fmt.Fprintf(b, "%s index %d", now.UTC().Format("15:04:05.000"), m.GetRaftIndex())
+	switch {
+	case resumed:
+		b.WriteString(" (resumed)")
+	case m.GetInitial():
+		b.WriteString(" (initial)")
+	case m.GetChanges() > 1:
+		fmt.Fprintf(b, " (+%d changes)", m.GetChanges())
+	}
+}
+
+// writeBracketed adds " [a b c]" to a watch line, nothing when items is
+// empty.
+func writeBracketed(b *strings.Builder, items []string) {
+	if len(items) > 0 {
+		fmt.Fprintf(b, " [%s]", strings.Join(items, " "))
+	}
 }
 
 // watchLine is one state on one line: when, the Raft index, permits, the
@@ -133,23 +172,13 @@ func watchLine(u client.WatchUpdate, now time.Time) string {
 	m := u.State
 	s := m.GetSemaphore()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s index %d", now.UTC().Format("15:04:05.000"), m.GetRaftIndex())
-	switch {
-	case u.Resumed:
-		b.WriteString(" (resumed)")
-	case m.GetInitial():
-		b.WriteString(" (initial)")
-	case m.GetChanges() > 1:
-		fmt.Fprintf(&b, " (+%d changes)", m.GetChanges())
-	}
+	writeWatchHead(&b, now, m, u.Resumed)
 	fmt.Fprintf(&b, ": %d/%d permits held by %d", s.GetActiveHolds(), s.GetPermits(), s.GetActiveHoldersCount())
 	var hs []string
 	for _, h := range m.GetHolders() {
 		hs = append(hs, fmt.Sprintf("%s×%d", h.GetProcessId(), h.GetWeight()))
 	}
-	if len(hs) > 0 {
-		fmt.Fprintf(&b, " [%s]", strings.Join(hs, " "))
-	}
+	writeBracketed(&b, hs)
 	fmt.Fprintf(&b, "; %d waiting", m.GetWaitersCount())
 	var ws []string
 	for _, w := range m.GetWaiters() {
@@ -159,9 +188,7 @@ func watchLine(u client.WatchUpdate, now time.Time) string {
 		}
 		ws = append(ws, x)
 	}
-	if len(ws) > 0 {
-		fmt.Fprintf(&b, " [%s]", strings.Join(ws, " "))
-	}
+	writeBracketed(&b, ws)
 	return b.String()
 }
 
@@ -174,7 +201,7 @@ func (a *app) waitStatusInQueue(cli *client.Client, what string, wait time.Durat
 			if u.Err != nil {
 				return
 			}
-			set(queuePlace(u.State, lease))
+			set(queuePlace(u.State.GetWaiters(), u.State.GetWaitersCount(), lease))
 		}
 	})
 }
@@ -213,16 +240,20 @@ func (a *app) waitStatusFollowing(what string, wait time.Duration, follow func(c
 	}
 }
 
-// queuePlace says where lease waits in a watched state ("" when it does
+// queuePlace says where lease waits in a watched queue, of which waiters
+// are the first (of count), for a semaphore or a lock ("" when it does
 // not wait there).
-func queuePlace(m *pb.WatchSemaphoreResponse, lease string) string {
-	for _, w := range m.GetWaiters() {
+func queuePlace[W interface {
+	GetLeaseId() string
+	GetPosition() int64
+}](waiters []W, count int64, lease string) string {
+	for _, w := range waiters {
 		if w.GetLeaseId() == lease {
-			return fmt.Sprintf("position %d of %d in the queue", w.GetPosition(), m.GetWaitersCount())
+			return fmt.Sprintf("position %d of %d in the queue", w.GetPosition(), count)
 		}
 	}
-	if n := m.GetWaitersCount(); n > int64(len(m.GetWaiters())) {
-		return fmt.Sprintf("behind the first %d of %d in the queue", len(m.GetWaiters()), n)
+	if count > int64(len(waiters)) {
+		return fmt.Sprintf("behind the first %d of %d in the queue", len(waiters), count)
 	}
 	return ""
 }
