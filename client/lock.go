@@ -248,6 +248,11 @@ func (l *Lock) acquire(ctx context.Context, mode LockMode, blocking bool, opts [
 		if ctx.Err() != nil {
 			return nil, l.ctxErr(ctx, mode, last, err)
 		}
+		if _, has := ctx.Deadline(); has && status.Code(err) == codes.DeadlineExceeded {
+			// The caller's deadline cut the call short, seen by the
+			// server or the transport a moment before ctx itself ends.
+			return nil, l.acquireError(mode, pb.AcquireOutcome_ACQUIRE_OUTCOME_TIMED_OUT, last, ErrTimeout, context.DeadlineExceeded)
+		}
 		switch {
 		case apierr.LeaseGone(err):
 			// The lease is gone (revoked, expired, its namespace deleted):
