@@ -50,6 +50,10 @@ const (
 	// never holds the leader back; reopening it reads the whole state
 	// again. Code ResourceExhausted.
 	WatchStalled = "WATCH_STALLED"
+	// ACLDisabled: ACLService.Bootstrap on a node started without --acl:
+	// a token minted there would become an admin on "*" the day access
+	// control is turned on. Code FailedPrecondition.
+	ACLDisabled = "ACL_DISABLED"
 	// Overloaded: the leader's queue of commands waiting to be proposed
 	// is full (--max-queued-proposals); the write was refused before it
 	// was proposed, so nothing was written. Retry later, with backoff.

@@ -5,11 +5,13 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
@@ -57,6 +59,13 @@ func tokenProto(t fsm.Token) *pb.Token {
 
 // Bootstrap creates the first admin token, once per cluster.
 func (s *Service) Bootstrap(ctx context.Context, r *pb.BootstrapRequest) (*pb.BootstrapResponse, error) {
+	if !s.cfg.ACL {
+		// Checked on the node asked and again on the leader a follower
+		// forwards to: a token made where access control is off would
+		// silently become an admin on "*" once it is turned on.
+		return nil, apierr.New(codes.FailedPrecondition, apierr.ACLDisabled, s.cfg.NodeID, apierr.Leader{},
+			fmt.Sprintf("node %s runs without access control: start every node with --acl, then bootstrap", s.cfg.NodeID))
+	}
 	desc := r.Description
 	if desc == "" {
 		desc = "bootstrap token"

@@ -23,6 +23,8 @@ import (
 
 // Config is what the API layer needs to know about its node.
 type Config struct {
+	// ACL: access control is on (--acl). Bootstrap is refused without it.
+	ACL         bool
 	NodeID      string
 	GRPCAddress string // the address clients dial for this node (replicated)
 	RaftAddress string

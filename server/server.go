@@ -207,7 +207,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	// and the admin probes; closed by Close once they all stopped.
 	peerConns := peerconn.New(grpc.WithTransportCredentials(sec.peerDialCreds()))
 	api := rpc.New(rpc.Config{
-		NodeID: cfg.NodeID, GRPCAddress: grpcAdv, RaftAddress: string(node.Addr), InitialGRPC: initialGRPC,
+		ACL: cfg.ACL, NodeID: cfg.NodeID, GRPCAddress: grpcAdv, RaftAddress: string(node.Addr), InitialGRPC: initialGRPC,
 		Limits: cfg.Limits, MaxTimeoutSeconds: cfg.MaxTimeoutSeconds, MaxQueuedProposals: cfg.MaxQueuedProposals, MaxWaiters: cfg.MaxWaiters,
 		PackHold: cfg.PackHold, PackHoldIdle: cfg.PackHoldIdle,
 		LeaseGrace: cfg.ElectionTimeout * 2,
