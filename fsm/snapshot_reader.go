@@ -13,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/grackle-coord/grackle/internal/btree"
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 )
 
@@ -429,14 +430,14 @@ func loadState(tx *bolt.Tx, st *state) error {
 	}
 	// The tables are built bottom-up from their records, which are in
 	// order (checked above, and again by BuildFromSorted).
-	if err := st.holders.BuildFromSorted(holders); err != nil {
+	if err := btree.BuildFromSorted(st.holders, lessHolder, holders); err != nil {
 		return fmt.Errorf("holders: %w", err)
 	}
 	holders = nil
-	if err := st.namespaces.BuildFromSorted(nss); err != nil {
+	if err := btree.BuildFromSorted(st.namespaces, lessNS, nss); err != nil {
 		return fmt.Errorf("namespaces: %w", err)
 	}
-	if err := st.semaphores.BuildFromSorted(sems); err != nil {
+	if err := btree.BuildFromSorted(st.semaphores, lessSem, sems); err != nil {
 		return fmt.Errorf("semaphores: %w", err)
 	}
 	st.semIdx = make(map[SemKey]semRec, len(sems))
@@ -484,7 +485,7 @@ func buildLeaseTrees(st *state, procs []procSortKey) error {
 		li := p.li
 		leases[i] = leaseRec{leaseIdent: li, ttl: li.liveTTL, createdAt: li.liveCreated, expiresAt: li.liveExp}
 	}
-	if err := st.leases.BuildFromSorted(leases); err != nil {
+	if err := btree.BuildFromSorted(st.leases, lessLease, leases); err != nil {
 		return fmt.Errorf("leases: %w", err)
 	}
 	leases = nil
@@ -497,7 +498,7 @@ func buildLeaseTrees(st *state, procs []procSortKey) error {
 	if !slices.IsSortedFunc(exp, func(a, b expiryKey) int { return cmp.Compare(a.at, b.at) }) {
 		slices.SortStableFunc(exp, func(a, b expiryKey) int { return cmp.Compare(a.at, b.at) })
 	}
-	if err := st.expiry.BuildFromSorted(exp); err != nil {
+	if err := btree.BuildFromSorted(st.expiry, lessExpiry, exp); err != nil {
 		return fmt.Errorf("expiry index: %w", err)
 	}
 	exp = nil
@@ -525,7 +526,7 @@ func buildLeaseTrees(st *state, procs []procSortKey) error {
 	for i, p := range procs {
 		byProc[i] = procKey{p.li}
 	}
-	if err := st.byProc.BuildFromSorted(byProc); err != nil {
+	if err := btree.BuildFromSorted(st.byProc, lessProc, byProc); err != nil {
 		return fmt.Errorf("process index: %w", err)
 	}
 	return nil

@@ -200,52 +200,58 @@ func lessLease(a, b leaseRec) bool {
 	return a.id < b.id
 }
 
+func lessNS(a, b nsRec) bool { return a.name < b.name }
+
+func lessProc(a, b procKey) bool {
+	if a.leaseIdent == b.leaseIdent {
+		return false
+	}
+	if a.leaseIdent == nil || b.leaseIdent == nil {
+		return a.leaseIdent == nil
+	}
+	if a.ns != b.ns {
+		return a.ns < b.ns
+	}
+	if a.proc != b.proc {
+		return a.proc < b.proc
+	}
+	return a.id < b.id
+}
+
+func lessExpiry(a, b expiryKey) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	if a.leaseIdent == b.leaseIdent {
+		return false
+	}
+	if a.leaseIdent == nil || b.leaseIdent == nil {
+		return a.leaseIdent == nil
+	}
+	if a.ns != b.ns {
+		return a.ns < b.ns
+	}
+	return a.id < b.id
+}
+
 func newState() *state {
 	return &state{
-		namespaces: btree.NewG(btreeDegree, func(a, b nsRec) bool { return a.name < b.name }),
+		namespaces: btree.NewG(btreeDegree, lessNS),
 		semaphores: btree.NewG(btreeDegree, lessSem),
 		holders:    btree.NewG(btreeDegree, lessHolder),
 		leases:     btree.NewG(btreeDegree, lessLease),
-		byProc: btree.NewG(btreeDegree, func(a, b procKey) bool {
-			if a.leaseIdent == b.leaseIdent {
-				return false
-			}
-			if a.leaseIdent == nil || b.leaseIdent == nil {
-				return a.leaseIdent == nil
-			}
-			if a.ns != b.ns {
-				return a.ns < b.ns
-			}
-			if a.proc != b.proc {
-				return a.proc < b.proc
-			}
-			return a.id < b.id
-		}),
-		expiry: btree.NewG(btreeDegree, func(a, b expiryKey) bool {
-			if a.at != b.at {
-				return a.at < b.at
-			}
-			if a.leaseIdent == b.leaseIdent {
-				return false
-			}
-			if a.leaseIdent == nil || b.leaseIdent == nil {
-				return a.leaseIdent == nil
-			}
-			if a.ns != b.ns {
-				return a.ns < b.ns
-			}
-			return a.id < b.id
-		}),
-		leaseIdx:  newLeaseIndex(),
-		semIdx:    make(map[SemKey]semRec),
-		members:   btree.NewG(btreeDegree, func(a, b memberRec) bool { return a.id < b.id }),
-		tokens:    btree.NewG(btreeDegree, func(a, b tokenRec) bool { return a.id < b.id }),
-		tokenIdx:  make(map[string]string),
-		locks:     btree.NewG(btreeDegree, lessLock),
-		lockHolds: btree.NewG(btreeDegree, lessLockHold),
-		lockIdx:   map[LockKey]*lockLive{},
-		lockBelow: map[LockKey]lockCounts{},
-		limits:    DefaultLimits(),
+		byProc:     btree.NewG(btreeDegree, lessProc),
+		expiry:     btree.NewG(btreeDegree, lessExpiry),
+		leaseIdx:   newLeaseIndex(),
+		semIdx:     make(map[SemKey]semRec),
+		members:    btree.NewG(btreeDegree, func(a, b memberRec) bool { return a.id < b.id }),
+		tokens:     btree.NewG(btreeDegree, func(a, b tokenRec) bool { return a.id < b.id }),
+		tokenIdx:   make(map[string]string),
+		locks:      btree.NewG(btreeDegree, lessLock),
+		lockHolds:  btree.NewG(btreeDegree, lessLockHold),
+		lockIdx:    map[LockKey]*lockLive{},
+		lockBelow:  map[LockKey]lockCounts{},
+		limits:     DefaultLimits(),
 	}
 }
 
@@ -302,7 +308,7 @@ func (s *state) clone() *state {
 		}
 		return true
 	})
-	if err := c.holders.BuildFromSorted(hs); err != nil {
+	if err := btree.BuildFromSorted(c.holders, lessHolder, hs); err != nil {
 		panic("fsm: clone of a holders table out of order: " + err.Error())
 	}
 	s.lockHolds.Ascend(func(h *lockHold) bool {
