@@ -186,16 +186,8 @@ func (p *passed) add(w *waiter) {
 // so every later request conflicts with one of them.
 func (p *passed) blocksAll() bool { return len(p.rootX) >= 2 }
 
-// blocks says whether anything passed over conflicts with w, and which
-// names (up to max) when names is set.
-func (p *passed) blocks(w *waiter, names bool) (bool, []string) {
-	var out []string
-	hit := func(name string) bool {
-		if names && len(out) < 50 {
-			out = append(out, name)
-		}
-		return !names
-	}
+// blocks says whether anything passed over conflicts with w.
+func (p *passed) blocks(w *waiter) bool {
 	atBlocks := func(name string) bool {
 		if !w.lock.excl && p.exclAt[name] == 0 {
 			return false
@@ -208,14 +200,15 @@ func (p *passed) blocks(w *waiter, names bool) (bool, []string) {
 		return false
 	}
 	n := w.lock.name
-	if atBlocks(n) && hit(n) {
-		return true, nil
+	if atBlocks(n) {
+		return true
 	}
 	for i := 0; i < len(n); i++ {
-		if n[i] == '/' && atBlocks(n[:i]) && hit(n[:i]) {
-			return true, nil
+		if n[i] == '/' && atBlocks(n[:i]) {
+			return true
 		}
 	}
+	// Below n: the counts, less the asking lease's own entries there.
 	c := p.below[n]
 	for _, o := range p.byLease[w.leaseID] {
 		if fsm.IsAncestor(n, o.name) {
@@ -226,26 +219,7 @@ func (p *passed) blocks(w *waiter, names bool) (bool, []string) {
 			}
 		}
 	}
-	if c[0] > 0 || (w.lock.excl && c[1] > 0) {
-		if !names {
-			return true, nil
-		}
-		for name, ws := range p.at {
-			if len(out) >= 50 {
-				break
-			}
-			if !fsm.IsAncestor(n, name) {
-				continue
-			}
-			for _, o := range ws {
-				if o.leaseID != w.leaseID && (w.lock.excl || o.lock.excl) {
-					out = append(out, name)
-					break
-				}
-			}
-		}
-	}
-	return len(out) > 0, out
+	return c[0] > 0 || (w.lock.excl && c[1] > 0)
 }
 
 // collectTreeLocked walks a tree's queue in order and marks Granting every
@@ -271,7 +245,7 @@ func (q *queues) collectTreeLocked(k treeKey, changes []fsm.LockChange) []*waite
 		default:
 			continue // Proposed: in flight, not a waiter for those behind
 		}
-		if b, _ := p.blocks(w, false); b {
+		if p.blocks(w) {
 			p.add(w)
 			continue
 		}

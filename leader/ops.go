@@ -151,22 +151,7 @@ func (t *Term) Acquire(ctx context.Context, r AcquireRequest) (resp *pb.AcquireS
 	if res != nil {
 		index = res.Index
 	}
-	var o Outcome
-	select {
-	case o = <-w.done:
-	default:
-		timer := time.NewTimer(time.Until(w.deadline))
-		select {
-		case o = <-w.done:
-		case <-timer.C:
-			t.q.stop(w)
-			o = <-w.done
-		case <-ctx.Done():
-			t.q.stop(w)
-			o = <-w.done
-		}
-		timer.Stop()
-	}
+	o := t.await(ctx, w)
 	resp, err = t.acquireResponse(ctx, r, o, nonBlocking)
 	return resp, index, err
 }
