@@ -282,22 +282,34 @@ type lockAsk struct {
 	excl     bool
 }
 
+// pending indexes a command's changes by (lock, lease), so that looking
+// a holder up costs one map read however many holds the command drops
+// (a DeleteLock of a lock with thousands of shared holders).
+type pending map[[2]string]LockChange
+
+func pendingOf(changes []LockChange) pending {
+	if len(changes) == 0 {
+		return nil
+	}
+	m := make(pending, len(changes))
+	for _, c := range changes {
+		m[[2]string{c.Name, c.LeaseID}] = c
+	}
+	return m
+}
+
 // changed applies the pending changes to a holder: gone, and whether it is
 // exclusive after them.
-func changed(h *lockHold, changes []LockChange) (gone, excl bool) {
-	for _, c := range changes {
-		if c.Name == h.name && c.LeaseID == h.lease.id {
-			if c.Gone {
-				return true, false
-			}
-			return false, false
-		}
+func changed(h *lockHold, changes pending) (gone, excl bool) {
+	c, ok := changes[[2]string{h.name, h.lease.id}]
+	if !ok {
+		return false, h.excl
 	}
-	return false, h.excl
+	return c.Gone, false
 }
 
 // blocks says whether holder h blocks the request.
-func (q lockAsk) blockedBy(h *lockHold, changes []LockChange) bool {
+func (q lockAsk) blockedBy(h *lockHold, changes pending) bool {
 	if h.lease.id == q.lease {
 		return false
 	}
@@ -318,7 +330,8 @@ var faultLockConflictGrant = fault.On("lock-conflict-grant")
 // conflict finds what blocks q among the holders, after changes: the
 // first reason in the order PEER, ANCESTOR, DESCENDANT, and, when names
 // is true, up to 50 blocking lock names. O(depth) for the decision.
-func (s *state) conflict(q lockAsk, changes []LockChange, names bool) (pb.ContentionReason, []string) {
+func (s *state) conflict(q lockAsk, list []LockChange, names bool) (pb.ContentionReason, []string) {
+	changes := pendingOf(list)
 	reason := pb.ContentionReason_CONTENTION_REASON_UNSPECIFIED
 	var blocking []string
 	note := func(r pb.ContentionReason, name string) bool {
@@ -367,7 +380,7 @@ func (s *state) conflict(q lockAsk, changes []LockChange, names bool) (pb.Conten
 		e, sh := q.li.locksBelow(q.name)
 		c.excl, c.shared = c.excl-e, c.shared-sh
 	}
-	for _, ch := range changes {
+	for _, ch := range list {
 		if ch.LeaseID == q.lease || !IsAncestor(q.name, ch.Name) {
 			continue
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
-	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
 // TestLockQueueAgainstModel drives the real state machine and the real lock
@@ -492,5 +491,4 @@ func TestLocksConflictRelation(t *testing.T) {
 			t.Errorf("%s %v vs %s %v (same lease %v): %v", c.a, c.ea, c.b, c.eb, c.sameLease, got)
 		}
 	}
-	_ = pb.ContentionReason_CONTENTION_REASON_UNSPECIFIED
 }
