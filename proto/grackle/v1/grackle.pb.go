@@ -188,6 +188,161 @@ func (ContentionReason) EnumDescriptor() ([]byte, []int) {
 	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{2}
 }
 
+type WaitGroupStatus int32
+
+const (
+	WaitGroupStatus_WAIT_GROUP_STATUS_UNSPECIFIED WaitGroupStatus = 0
+	WaitGroupStatus_WAIT_GROUP_STATUS_ACTIVE      WaitGroupStatus = 1
+	// completed_jobs reached counter.
+	WaitGroupStatus_WAIT_GROUP_STATUS_COMPLETED WaitGroupStatus = 2
+	// expires_at passed before completed_jobs reached counter.
+	WaitGroupStatus_WAIT_GROUP_STATUS_EXPIRED WaitGroupStatus = 3
+)
+
+// Enum value maps for WaitGroupStatus.
+var (
+	WaitGroupStatus_name = map[int32]string{
+		0: "WAIT_GROUP_STATUS_UNSPECIFIED",
+		1: "WAIT_GROUP_STATUS_ACTIVE",
+		2: "WAIT_GROUP_STATUS_COMPLETED",
+		3: "WAIT_GROUP_STATUS_EXPIRED",
+	}
+	WaitGroupStatus_value = map[string]int32{
+		"WAIT_GROUP_STATUS_UNSPECIFIED": 0,
+		"WAIT_GROUP_STATUS_ACTIVE":      1,
+		"WAIT_GROUP_STATUS_COMPLETED":   2,
+		"WAIT_GROUP_STATUS_EXPIRED":     3,
+	}
+)
+
+func (x WaitGroupStatus) Enum() *WaitGroupStatus {
+	p := new(WaitGroupStatus)
+	*p = x
+	return p
+}
+
+func (x WaitGroupStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WaitGroupStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_grackle_v1_grackle_proto_enumTypes[3].Descriptor()
+}
+
+func (WaitGroupStatus) Type() protoreflect.EnumType {
+	return &file_grackle_v1_grackle_proto_enumTypes[3]
+}
+
+func (x WaitGroupStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WaitGroupStatus.Descriptor instead.
+func (WaitGroupStatus) EnumDescriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{3}
+}
+
+type WaitGroupWaitOutcome int32
+
+const (
+	WaitGroupWaitOutcome_WAIT_GROUP_WAIT_OUTCOME_UNSPECIFIED WaitGroupWaitOutcome = 0
+	WaitGroupWaitOutcome_WAIT_GROUP_WAIT_OUTCOME_COMPLETED   WaitGroupWaitOutcome = 1
+	WaitGroupWaitOutcome_WAIT_GROUP_WAIT_OUTCOME_EXPIRED     WaitGroupWaitOutcome = 2
+	WaitGroupWaitOutcome_WAIT_GROUP_WAIT_OUTCOME_TIMED_OUT   WaitGroupWaitOutcome = 3
+)
+
+// Enum value maps for WaitGroupWaitOutcome.
+var (
+	WaitGroupWaitOutcome_name = map[int32]string{
+		0: "WAIT_GROUP_WAIT_OUTCOME_UNSPECIFIED",
+		1: "WAIT_GROUP_WAIT_OUTCOME_COMPLETED",
+		2: "WAIT_GROUP_WAIT_OUTCOME_EXPIRED",
+		3: "WAIT_GROUP_WAIT_OUTCOME_TIMED_OUT",
+	}
+	WaitGroupWaitOutcome_value = map[string]int32{
+		"WAIT_GROUP_WAIT_OUTCOME_UNSPECIFIED": 0,
+		"WAIT_GROUP_WAIT_OUTCOME_COMPLETED":   1,
+		"WAIT_GROUP_WAIT_OUTCOME_EXPIRED":     2,
+		"WAIT_GROUP_WAIT_OUTCOME_TIMED_OUT":   3,
+	}
+)
+
+func (x WaitGroupWaitOutcome) Enum() *WaitGroupWaitOutcome {
+	p := new(WaitGroupWaitOutcome)
+	*p = x
+	return p
+}
+
+func (x WaitGroupWaitOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WaitGroupWaitOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_grackle_v1_grackle_proto_enumTypes[4].Descriptor()
+}
+
+func (WaitGroupWaitOutcome) Type() protoreflect.EnumType {
+	return &file_grackle_v1_grackle_proto_enumTypes[4]
+}
+
+func (x WaitGroupWaitOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WaitGroupWaitOutcome.Descriptor instead.
+func (WaitGroupWaitOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{4}
+}
+
+type BarrierWaitOutcome int32
+
+const (
+	BarrierWaitOutcome_BARRIER_WAIT_OUTCOME_UNSPECIFIED BarrierWaitOutcome = 0
+	BarrierWaitOutcome_BARRIER_WAIT_OUTCOME_TRIPPED     BarrierWaitOutcome = 1
+	BarrierWaitOutcome_BARRIER_WAIT_OUTCOME_TIMED_OUT   BarrierWaitOutcome = 2
+)
+
+// Enum value maps for BarrierWaitOutcome.
+var (
+	BarrierWaitOutcome_name = map[int32]string{
+		0: "BARRIER_WAIT_OUTCOME_UNSPECIFIED",
+		1: "BARRIER_WAIT_OUTCOME_TRIPPED",
+		2: "BARRIER_WAIT_OUTCOME_TIMED_OUT",
+	}
+	BarrierWaitOutcome_value = map[string]int32{
+		"BARRIER_WAIT_OUTCOME_UNSPECIFIED": 0,
+		"BARRIER_WAIT_OUTCOME_TRIPPED":     1,
+		"BARRIER_WAIT_OUTCOME_TIMED_OUT":   2,
+	}
+)
+
+func (x BarrierWaitOutcome) Enum() *BarrierWaitOutcome {
+	p := new(BarrierWaitOutcome)
+	*p = x
+	return p
+}
+
+func (x BarrierWaitOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BarrierWaitOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_grackle_v1_grackle_proto_enumTypes[5].Descriptor()
+}
+
+func (BarrierWaitOutcome) Type() protoreflect.EnumType {
+	return &file_grackle_v1_grackle_proto_enumTypes[5]
+}
+
+func (x BarrierWaitOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BarrierWaitOutcome.Descriptor instead.
+func (BarrierWaitOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{5}
+}
+
 type Namespace struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -5547,6 +5702,2337 @@ func (x *WatchLockResponse) GetWaitersCount() int64 {
 	return 0
 }
 
+type WaitGroup struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// The number of distinct jobs that complete the group.
+	Counter       int64           `protobuf:"varint,3,opt,name=counter,proto3" json:"counter,omitempty"`
+	CompletedJobs int64           `protobuf:"varint,4,opt,name=completed_jobs,json=completedJobs,proto3" json:"completed_jobs,omitempty"`
+	Status        WaitGroupStatus `protobuf:"varint,5,opt,name=status,proto3,enum=grackle.v1.WaitGroupStatus" json:"status,omitempty"`
+	// 0: never expires.
+	ExpiresAt int64 `protobuf:"varint,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// 0: kept until DeleteWaitGroup.
+	DeleteAfterFinishedSeconds int64 `protobuf:"varint,7,opt,name=delete_after_finished_seconds,json=deleteAfterFinishedSeconds,proto3" json:"delete_after_finished_seconds,omitempty"`
+	// When it became COMPLETED or EXPIRED (0 while ACTIVE).
+	FinishedAt     int64             `protobuf:"varint,8,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	Metadata       map[string]string `protobuf:"bytes,9,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Version        int64             `protobuf:"varint,10,opt,name=version,proto3" json:"version,omitempty"`
+	CreatedAt      int64             `protobuf:"varint,11,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt      int64             `protobuf:"varint,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	LastActivityAt int64             `protobuf:"varint,13,opt,name=last_activity_at,json=lastActivityAt,proto3" json:"last_activity_at,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *WaitGroup) Reset() {
+	*x = WaitGroup{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitGroup) ProtoMessage() {}
+
+func (x *WaitGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitGroup.ProtoReflect.Descriptor instead.
+func (*WaitGroup) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *WaitGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WaitGroup) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *WaitGroup) GetCounter() int64 {
+	if x != nil {
+		return x.Counter
+	}
+	return 0
+}
+
+func (x *WaitGroup) GetCompletedJobs() int64 {
+	if x != nil {
+		return x.CompletedJobs
+	}
+	return 0
+}
+
+func (x *WaitGroup) GetStatus() WaitGroupStatus {
+	if x != nil {
+		return x.Status
+	}
+	return WaitGroupStatus_WAIT_GROUP_STATUS_UNSPECIFIED
+}
+
+func (x *WaitGroup) GetExpiresAt() int64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
+func (x *WaitGroup) GetDeleteAfterFinishedSeconds() int64 {
+	if x != nil {
+		return x.DeleteAfterFinishedSeconds
+	}
+	return 0
+}
+
+func (x *WaitGroup) GetFinishedAt() int64 {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return 0
+}
+
+func (x *WaitGroup) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *WaitGroup) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *WaitGroup) GetCreatedAt() int64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+func (x *WaitGroup) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+func (x *WaitGroup) GetLastActivityAt() int64 {
+	if x != nil {
+		return x.LastActivityAt
+	}
+	return 0
+}
+
+// A completed job (in CompleteJobsFromWaitGroupRequest only job_id and
+// metadata are read).
+type WaitGroupJob struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	CompletedAt   int64                  `protobuf:"varint,2,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
+	Metadata      map[string]string      `protobuf:"bytes,3,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitGroupJob) Reset() {
+	*x = WaitGroupJob{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitGroupJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitGroupJob) ProtoMessage() {}
+
+func (x *WaitGroupJob) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitGroupJob.ProtoReflect.Descriptor instead.
+func (*WaitGroupJob) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *WaitGroupJob) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *WaitGroupJob) GetCompletedAt() int64 {
+	if x != nil {
+		return x.CompletedAt
+	}
+	return 0
+}
+
+func (x *WaitGroupJob) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+type CreateWaitGroupRequest struct {
+	state                      protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName              string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	WaitGroupName              string                 `protobuf:"bytes,2,opt,name=wait_group_name,json=waitGroupName,proto3" json:"wait_group_name,omitempty"`
+	Description                string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	Counter                    int64                  `protobuf:"varint,4,opt,name=counter,proto3" json:"counter,omitempty"`
+	ExpiresAt                  int64                  `protobuf:"varint,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	DeleteAfterFinishedSeconds int64                  `protobuf:"varint,6,opt,name=delete_after_finished_seconds,json=deleteAfterFinishedSeconds,proto3" json:"delete_after_finished_seconds,omitempty"`
+	Metadata                   map[string]string      `protobuf:"bytes,7,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
+}
+
+func (x *CreateWaitGroupRequest) Reset() {
+	*x = CreateWaitGroupRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateWaitGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateWaitGroupRequest) ProtoMessage() {}
+
+func (x *CreateWaitGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateWaitGroupRequest.ProtoReflect.Descriptor instead.
+func (*CreateWaitGroupRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *CreateWaitGroupRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *CreateWaitGroupRequest) GetWaitGroupName() string {
+	if x != nil {
+		return x.WaitGroupName
+	}
+	return ""
+}
+
+func (x *CreateWaitGroupRequest) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *CreateWaitGroupRequest) GetCounter() int64 {
+	if x != nil {
+		return x.Counter
+	}
+	return 0
+}
+
+func (x *CreateWaitGroupRequest) GetExpiresAt() int64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
+func (x *CreateWaitGroupRequest) GetDeleteAfterFinishedSeconds() int64 {
+	if x != nil {
+		return x.DeleteAfterFinishedSeconds
+	}
+	return 0
+}
+
+func (x *CreateWaitGroupRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+type CreateWaitGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WaitGroup     *WaitGroup             `protobuf:"bytes,1,opt,name=wait_group,json=waitGroup,proto3" json:"wait_group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateWaitGroupResponse) Reset() {
+	*x = CreateWaitGroupResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateWaitGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateWaitGroupResponse) ProtoMessage() {}
+
+func (x *CreateWaitGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateWaitGroupResponse.ProtoReflect.Descriptor instead.
+func (*CreateWaitGroupResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *CreateWaitGroupResponse) GetWaitGroup() *WaitGroup {
+	if x != nil {
+		return x.WaitGroup
+	}
+	return nil
+}
+
+type GetWaitGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	WaitGroupName string                 `protobuf:"bytes,2,opt,name=wait_group_name,json=waitGroupName,proto3" json:"wait_group_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWaitGroupRequest) Reset() {
+	*x = GetWaitGroupRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWaitGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWaitGroupRequest) ProtoMessage() {}
+
+func (x *GetWaitGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWaitGroupRequest.ProtoReflect.Descriptor instead.
+func (*GetWaitGroupRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *GetWaitGroupRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *GetWaitGroupRequest) GetWaitGroupName() string {
+	if x != nil {
+		return x.WaitGroupName
+	}
+	return ""
+}
+
+type GetWaitGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WaitGroup     *WaitGroup             `protobuf:"bytes,1,opt,name=wait_group,json=waitGroup,proto3" json:"wait_group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWaitGroupResponse) Reset() {
+	*x = GetWaitGroupResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWaitGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWaitGroupResponse) ProtoMessage() {}
+
+func (x *GetWaitGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWaitGroupResponse.ProtoReflect.Descriptor instead.
+func (*GetWaitGroupResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *GetWaitGroupResponse) GetWaitGroup() *WaitGroup {
+	if x != nil {
+		return x.WaitGroup
+	}
+	return nil
+}
+
+type ListWaitGroupsRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName   string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	Limit           int32                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	PaginationToken string                 `protobuf:"bytes,3,opt,name=pagination_token,json=paginationToken,proto3" json:"pagination_token,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ListWaitGroupsRequest) Reset() {
+	*x = ListWaitGroupsRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWaitGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWaitGroupsRequest) ProtoMessage() {}
+
+func (x *ListWaitGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWaitGroupsRequest.ProtoReflect.Descriptor instead.
+func (*ListWaitGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *ListWaitGroupsRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *ListWaitGroupsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListWaitGroupsRequest) GetPaginationToken() string {
+	if x != nil {
+		return x.PaginationToken
+	}
+	return ""
+}
+
+type ListWaitGroupsResponse struct {
+	state                   protoimpl.MessageState `protogen:"open.v1"`
+	WaitGroups              []*WaitGroup           `protobuf:"bytes,1,rep,name=wait_groups,json=waitGroups,proto3" json:"wait_groups,omitempty"`
+	NextPaginationToken     string                 `protobuf:"bytes,2,opt,name=next_pagination_token,json=nextPaginationToken,proto3" json:"next_pagination_token,omitempty"`
+	PreviousPaginationToken string                 `protobuf:"bytes,3,opt,name=previous_pagination_token,json=previousPaginationToken,proto3" json:"previous_pagination_token,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *ListWaitGroupsResponse) Reset() {
+	*x = ListWaitGroupsResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWaitGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWaitGroupsResponse) ProtoMessage() {}
+
+func (x *ListWaitGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWaitGroupsResponse.ProtoReflect.Descriptor instead.
+func (*ListWaitGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *ListWaitGroupsResponse) GetWaitGroups() []*WaitGroup {
+	if x != nil {
+		return x.WaitGroups
+	}
+	return nil
+}
+
+func (x *ListWaitGroupsResponse) GetNextPaginationToken() string {
+	if x != nil {
+		return x.NextPaginationToken
+	}
+	return ""
+}
+
+func (x *ListWaitGroupsResponse) GetPreviousPaginationToken() string {
+	if x != nil {
+		return x.PreviousPaginationToken
+	}
+	return ""
+}
+
+type UpdateWaitGroupRequest struct {
+	state                      protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName              string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	WaitGroupName              string                 `protobuf:"bytes,2,opt,name=wait_group_name,json=waitGroupName,proto3" json:"wait_group_name,omitempty"`
+	Description                string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	Counter                    int64                  `protobuf:"varint,4,opt,name=counter,proto3" json:"counter,omitempty"`
+	ExpiresAt                  int64                  `protobuf:"varint,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	DeleteAfterFinishedSeconds int64                  `protobuf:"varint,6,opt,name=delete_after_finished_seconds,json=deleteAfterFinishedSeconds,proto3" json:"delete_after_finished_seconds,omitempty"`
+	Metadata                   map[string]string      `protobuf:"bytes,7,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ExpectedVersion            int64                  `protobuf:"varint,8,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
+}
+
+func (x *UpdateWaitGroupRequest) Reset() {
+	*x = UpdateWaitGroupRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateWaitGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateWaitGroupRequest) ProtoMessage() {}
+
+func (x *UpdateWaitGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateWaitGroupRequest.ProtoReflect.Descriptor instead.
+func (*UpdateWaitGroupRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *UpdateWaitGroupRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *UpdateWaitGroupRequest) GetWaitGroupName() string {
+	if x != nil {
+		return x.WaitGroupName
+	}
+	return ""
+}
+
+func (x *UpdateWaitGroupRequest) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *UpdateWaitGroupRequest) GetCounter() int64 {
+	if x != nil {
+		return x.Counter
+	}
+	return 0
+}
+
+func (x *UpdateWaitGroupRequest) GetExpiresAt() int64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
+func (x *UpdateWaitGroupRequest) GetDeleteAfterFinishedSeconds() int64 {
+	if x != nil {
+		return x.DeleteAfterFinishedSeconds
+	}
+	return 0
+}
+
+func (x *UpdateWaitGroupRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *UpdateWaitGroupRequest) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+type UpdateWaitGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WaitGroup     *WaitGroup             `protobuf:"bytes,1,opt,name=wait_group,json=waitGroup,proto3" json:"wait_group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateWaitGroupResponse) Reset() {
+	*x = UpdateWaitGroupResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateWaitGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateWaitGroupResponse) ProtoMessage() {}
+
+func (x *UpdateWaitGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateWaitGroupResponse.ProtoReflect.Descriptor instead.
+func (*UpdateWaitGroupResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{96}
+}
+
+func (x *UpdateWaitGroupResponse) GetWaitGroup() *WaitGroup {
+	if x != nil {
+		return x.WaitGroup
+	}
+	return nil
+}
+
+type DeleteWaitGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	WaitGroupName string                 `protobuf:"bytes,2,opt,name=wait_group_name,json=waitGroupName,proto3" json:"wait_group_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteWaitGroupRequest) Reset() {
+	*x = DeleteWaitGroupRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteWaitGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteWaitGroupRequest) ProtoMessage() {}
+
+func (x *DeleteWaitGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteWaitGroupRequest.ProtoReflect.Descriptor instead.
+func (*DeleteWaitGroupRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{97}
+}
+
+func (x *DeleteWaitGroupRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *DeleteWaitGroupRequest) GetWaitGroupName() string {
+	if x != nil {
+		return x.WaitGroupName
+	}
+	return ""
+}
+
+type DeleteWaitGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when there was no such wait group.
+	Existed       bool `protobuf:"varint,1,opt,name=existed,proto3" json:"existed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteWaitGroupResponse) Reset() {
+	*x = DeleteWaitGroupResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[98]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteWaitGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteWaitGroupResponse) ProtoMessage() {}
+
+func (x *DeleteWaitGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[98]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteWaitGroupResponse.ProtoReflect.Descriptor instead.
+func (*DeleteWaitGroupResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{98}
+}
+
+func (x *DeleteWaitGroupResponse) GetExisted() bool {
+	if x != nil {
+		return x.Existed
+	}
+	return false
+}
+
+type CompleteJobsFromWaitGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	WaitGroupName string                 `protobuf:"bytes,2,opt,name=wait_group_name,json=waitGroupName,proto3" json:"wait_group_name,omitempty"`
+	Jobs          []*WaitGroupJob        `protobuf:"bytes,3,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteJobsFromWaitGroupRequest) Reset() {
+	*x = CompleteJobsFromWaitGroupRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[99]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteJobsFromWaitGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteJobsFromWaitGroupRequest) ProtoMessage() {}
+
+func (x *CompleteJobsFromWaitGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[99]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteJobsFromWaitGroupRequest.ProtoReflect.Descriptor instead.
+func (*CompleteJobsFromWaitGroupRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{99}
+}
+
+func (x *CompleteJobsFromWaitGroupRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *CompleteJobsFromWaitGroupRequest) GetWaitGroupName() string {
+	if x != nil {
+		return x.WaitGroupName
+	}
+	return ""
+}
+
+func (x *CompleteJobsFromWaitGroupRequest) GetJobs() []*WaitGroupJob {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+type CompleteJobsFromWaitGroupResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	WaitGroup *WaitGroup             `protobuf:"bytes,1,opt,name=wait_group,json=waitGroup,proto3" json:"wait_group,omitempty"`
+	// How many of the call's jobs were new (the others were completed
+	// already: a retry counts nothing twice).
+	NewlyCompleted int64 `protobuf:"varint,2,opt,name=newly_completed,json=newlyCompleted,proto3" json:"newly_completed,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CompleteJobsFromWaitGroupResponse) Reset() {
+	*x = CompleteJobsFromWaitGroupResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[100]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteJobsFromWaitGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteJobsFromWaitGroupResponse) ProtoMessage() {}
+
+func (x *CompleteJobsFromWaitGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[100]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteJobsFromWaitGroupResponse.ProtoReflect.Descriptor instead.
+func (*CompleteJobsFromWaitGroupResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{100}
+}
+
+func (x *CompleteJobsFromWaitGroupResponse) GetWaitGroup() *WaitGroup {
+	if x != nil {
+		return x.WaitGroup
+	}
+	return nil
+}
+
+func (x *CompleteJobsFromWaitGroupResponse) GetNewlyCompleted() int64 {
+	if x != nil {
+		return x.NewlyCompleted
+	}
+	return 0
+}
+
+type ListWaitGroupCompletedJobsRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName   string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	WaitGroupName   string                 `protobuf:"bytes,2,opt,name=wait_group_name,json=waitGroupName,proto3" json:"wait_group_name,omitempty"`
+	Limit           int32                  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	PaginationToken string                 `protobuf:"bytes,4,opt,name=pagination_token,json=paginationToken,proto3" json:"pagination_token,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ListWaitGroupCompletedJobsRequest) Reset() {
+	*x = ListWaitGroupCompletedJobsRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWaitGroupCompletedJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWaitGroupCompletedJobsRequest) ProtoMessage() {}
+
+func (x *ListWaitGroupCompletedJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWaitGroupCompletedJobsRequest.ProtoReflect.Descriptor instead.
+func (*ListWaitGroupCompletedJobsRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{101}
+}
+
+func (x *ListWaitGroupCompletedJobsRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *ListWaitGroupCompletedJobsRequest) GetWaitGroupName() string {
+	if x != nil {
+		return x.WaitGroupName
+	}
+	return ""
+}
+
+func (x *ListWaitGroupCompletedJobsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListWaitGroupCompletedJobsRequest) GetPaginationToken() string {
+	if x != nil {
+		return x.PaginationToken
+	}
+	return ""
+}
+
+type ListWaitGroupCompletedJobsResponse struct {
+	state                   protoimpl.MessageState `protogen:"open.v1"`
+	Jobs                    []*WaitGroupJob        `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	NextPaginationToken     string                 `protobuf:"bytes,2,opt,name=next_pagination_token,json=nextPaginationToken,proto3" json:"next_pagination_token,omitempty"`
+	PreviousPaginationToken string                 `protobuf:"bytes,3,opt,name=previous_pagination_token,json=previousPaginationToken,proto3" json:"previous_pagination_token,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *ListWaitGroupCompletedJobsResponse) Reset() {
+	*x = ListWaitGroupCompletedJobsResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[102]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWaitGroupCompletedJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWaitGroupCompletedJobsResponse) ProtoMessage() {}
+
+func (x *ListWaitGroupCompletedJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[102]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWaitGroupCompletedJobsResponse.ProtoReflect.Descriptor instead.
+func (*ListWaitGroupCompletedJobsResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{102}
+}
+
+func (x *ListWaitGroupCompletedJobsResponse) GetJobs() []*WaitGroupJob {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *ListWaitGroupCompletedJobsResponse) GetNextPaginationToken() string {
+	if x != nil {
+		return x.NextPaginationToken
+	}
+	return ""
+}
+
+func (x *ListWaitGroupCompletedJobsResponse) GetPreviousPaginationToken() string {
+	if x != nil {
+		return x.PreviousPaginationToken
+	}
+	return ""
+}
+
+type WaitForWaitGroupRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName  string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	WaitGroupName  string                 `protobuf:"bytes,2,opt,name=wait_group_name,json=waitGroupName,proto3" json:"wait_group_name,omitempty"`
+	TimeoutSeconds int64                  `protobuf:"varint,3,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *WaitForWaitGroupRequest) Reset() {
+	*x = WaitForWaitGroupRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[103]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitForWaitGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitForWaitGroupRequest) ProtoMessage() {}
+
+func (x *WaitForWaitGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[103]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitForWaitGroupRequest.ProtoReflect.Descriptor instead.
+func (*WaitForWaitGroupRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{103}
+}
+
+func (x *WaitForWaitGroupRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *WaitForWaitGroupRequest) GetWaitGroupName() string {
+	if x != nil {
+		return x.WaitGroupName
+	}
+	return ""
+}
+
+func (x *WaitForWaitGroupRequest) GetTimeoutSeconds() int64 {
+	if x != nil {
+		return x.TimeoutSeconds
+	}
+	return 0
+}
+
+type WaitForWaitGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WaitGroup     *WaitGroup             `protobuf:"bytes,1,opt,name=wait_group,json=waitGroup,proto3" json:"wait_group,omitempty"`
+	Outcome       WaitGroupWaitOutcome   `protobuf:"varint,2,opt,name=outcome,proto3,enum=grackle.v1.WaitGroupWaitOutcome" json:"outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitForWaitGroupResponse) Reset() {
+	*x = WaitForWaitGroupResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[104]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitForWaitGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitForWaitGroupResponse) ProtoMessage() {}
+
+func (x *WaitForWaitGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[104]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitForWaitGroupResponse.ProtoReflect.Descriptor instead.
+func (*WaitForWaitGroupResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{104}
+}
+
+func (x *WaitForWaitGroupResponse) GetWaitGroup() *WaitGroup {
+	if x != nil {
+		return x.WaitGroup
+	}
+	return nil
+}
+
+func (x *WaitForWaitGroupResponse) GetOutcome() WaitGroupWaitOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return WaitGroupWaitOutcome_WAIT_GROUP_WAIT_OUTCOME_UNSPECIFIED
+}
+
+type Barrier struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Name              string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description       string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	ExpectedProcesses int64                  `protobuf:"varint,3,opt,name=expected_processes,json=expectedProcesses,proto3" json:"expected_processes,omitempty"`
+	// Distinct processes arrived at the current generation.
+	ArrivedProcesses int64 `protobuf:"varint,4,opt,name=arrived_processes,json=arrivedProcesses,proto3" json:"arrived_processes,omitempty"`
+	// Starts at 1; +1 at every trip.
+	Generation int64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
+	// 0: never deleted for inactivity.
+	DeleteInactiveAfterSeconds int64             `protobuf:"varint,6,opt,name=delete_inactive_after_seconds,json=deleteInactiveAfterSeconds,proto3" json:"delete_inactive_after_seconds,omitempty"`
+	Metadata                   map[string]string `protobuf:"bytes,7,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Version                    int64             `protobuf:"varint,8,opt,name=version,proto3" json:"version,omitempty"`
+	CreatedAt                  int64             `protobuf:"varint,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt                  int64             `protobuf:"varint,10,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	LastActivityAt             int64             `protobuf:"varint,11,opt,name=last_activity_at,json=lastActivityAt,proto3" json:"last_activity_at,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
+}
+
+func (x *Barrier) Reset() {
+	*x = Barrier{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[105]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Barrier) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Barrier) ProtoMessage() {}
+
+func (x *Barrier) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[105]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Barrier.ProtoReflect.Descriptor instead.
+func (*Barrier) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{105}
+}
+
+func (x *Barrier) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Barrier) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Barrier) GetExpectedProcesses() int64 {
+	if x != nil {
+		return x.ExpectedProcesses
+	}
+	return 0
+}
+
+func (x *Barrier) GetArrivedProcesses() int64 {
+	if x != nil {
+		return x.ArrivedProcesses
+	}
+	return 0
+}
+
+func (x *Barrier) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *Barrier) GetDeleteInactiveAfterSeconds() int64 {
+	if x != nil {
+		return x.DeleteInactiveAfterSeconds
+	}
+	return 0
+}
+
+func (x *Barrier) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *Barrier) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Barrier) GetCreatedAt() int64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+func (x *Barrier) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+func (x *Barrier) GetLastActivityAt() int64 {
+	if x != nil {
+		return x.LastActivityAt
+	}
+	return 0
+}
+
+type BarrierParticipant struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProcessId     string                 `protobuf:"bytes,1,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	Generation    int64                  `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	ArrivedAt     int64                  `protobuf:"varint,3,opt,name=arrived_at,json=arrivedAt,proto3" json:"arrived_at,omitempty"`
+	Metadata      map[string]string      `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BarrierParticipant) Reset() {
+	*x = BarrierParticipant{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[106]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BarrierParticipant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BarrierParticipant) ProtoMessage() {}
+
+func (x *BarrierParticipant) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[106]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BarrierParticipant.ProtoReflect.Descriptor instead.
+func (*BarrierParticipant) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{106}
+}
+
+func (x *BarrierParticipant) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+func (x *BarrierParticipant) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *BarrierParticipant) GetArrivedAt() int64 {
+	if x != nil {
+		return x.ArrivedAt
+	}
+	return 0
+}
+
+func (x *BarrierParticipant) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+type CreateBarrierRequest struct {
+	state                      protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName              string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	BarrierName                string                 `protobuf:"bytes,2,opt,name=barrier_name,json=barrierName,proto3" json:"barrier_name,omitempty"`
+	Description                string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	ExpectedProcesses          int64                  `protobuf:"varint,4,opt,name=expected_processes,json=expectedProcesses,proto3" json:"expected_processes,omitempty"`
+	DeleteInactiveAfterSeconds int64                  `protobuf:"varint,5,opt,name=delete_inactive_after_seconds,json=deleteInactiveAfterSeconds,proto3" json:"delete_inactive_after_seconds,omitempty"`
+	Metadata                   map[string]string      `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
+}
+
+func (x *CreateBarrierRequest) Reset() {
+	*x = CreateBarrierRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[107]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBarrierRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBarrierRequest) ProtoMessage() {}
+
+func (x *CreateBarrierRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[107]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBarrierRequest.ProtoReflect.Descriptor instead.
+func (*CreateBarrierRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{107}
+}
+
+func (x *CreateBarrierRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *CreateBarrierRequest) GetBarrierName() string {
+	if x != nil {
+		return x.BarrierName
+	}
+	return ""
+}
+
+func (x *CreateBarrierRequest) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *CreateBarrierRequest) GetExpectedProcesses() int64 {
+	if x != nil {
+		return x.ExpectedProcesses
+	}
+	return 0
+}
+
+func (x *CreateBarrierRequest) GetDeleteInactiveAfterSeconds() int64 {
+	if x != nil {
+		return x.DeleteInactiveAfterSeconds
+	}
+	return 0
+}
+
+func (x *CreateBarrierRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+type CreateBarrierResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Barrier       *Barrier               `protobuf:"bytes,1,opt,name=barrier,proto3" json:"barrier,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateBarrierResponse) Reset() {
+	*x = CreateBarrierResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[108]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBarrierResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBarrierResponse) ProtoMessage() {}
+
+func (x *CreateBarrierResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[108]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBarrierResponse.ProtoReflect.Descriptor instead.
+func (*CreateBarrierResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{108}
+}
+
+func (x *CreateBarrierResponse) GetBarrier() *Barrier {
+	if x != nil {
+		return x.Barrier
+	}
+	return nil
+}
+
+type GetBarrierRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	BarrierName   string                 `protobuf:"bytes,2,opt,name=barrier_name,json=barrierName,proto3" json:"barrier_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBarrierRequest) Reset() {
+	*x = GetBarrierRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[109]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBarrierRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBarrierRequest) ProtoMessage() {}
+
+func (x *GetBarrierRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[109]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBarrierRequest.ProtoReflect.Descriptor instead.
+func (*GetBarrierRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{109}
+}
+
+func (x *GetBarrierRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *GetBarrierRequest) GetBarrierName() string {
+	if x != nil {
+		return x.BarrierName
+	}
+	return ""
+}
+
+type GetBarrierResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Barrier       *Barrier               `protobuf:"bytes,1,opt,name=barrier,proto3" json:"barrier,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBarrierResponse) Reset() {
+	*x = GetBarrierResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[110]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBarrierResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBarrierResponse) ProtoMessage() {}
+
+func (x *GetBarrierResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[110]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBarrierResponse.ProtoReflect.Descriptor instead.
+func (*GetBarrierResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{110}
+}
+
+func (x *GetBarrierResponse) GetBarrier() *Barrier {
+	if x != nil {
+		return x.Barrier
+	}
+	return nil
+}
+
+type ListBarriersRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName   string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	Limit           int32                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	PaginationToken string                 `protobuf:"bytes,3,opt,name=pagination_token,json=paginationToken,proto3" json:"pagination_token,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ListBarriersRequest) Reset() {
+	*x = ListBarriersRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[111]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBarriersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBarriersRequest) ProtoMessage() {}
+
+func (x *ListBarriersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[111]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBarriersRequest.ProtoReflect.Descriptor instead.
+func (*ListBarriersRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{111}
+}
+
+func (x *ListBarriersRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *ListBarriersRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListBarriersRequest) GetPaginationToken() string {
+	if x != nil {
+		return x.PaginationToken
+	}
+	return ""
+}
+
+type ListBarriersResponse struct {
+	state                   protoimpl.MessageState `protogen:"open.v1"`
+	Barriers                []*Barrier             `protobuf:"bytes,1,rep,name=barriers,proto3" json:"barriers,omitempty"`
+	NextPaginationToken     string                 `protobuf:"bytes,2,opt,name=next_pagination_token,json=nextPaginationToken,proto3" json:"next_pagination_token,omitempty"`
+	PreviousPaginationToken string                 `protobuf:"bytes,3,opt,name=previous_pagination_token,json=previousPaginationToken,proto3" json:"previous_pagination_token,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *ListBarriersResponse) Reset() {
+	*x = ListBarriersResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[112]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBarriersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBarriersResponse) ProtoMessage() {}
+
+func (x *ListBarriersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[112]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBarriersResponse.ProtoReflect.Descriptor instead.
+func (*ListBarriersResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{112}
+}
+
+func (x *ListBarriersResponse) GetBarriers() []*Barrier {
+	if x != nil {
+		return x.Barriers
+	}
+	return nil
+}
+
+func (x *ListBarriersResponse) GetNextPaginationToken() string {
+	if x != nil {
+		return x.NextPaginationToken
+	}
+	return ""
+}
+
+func (x *ListBarriersResponse) GetPreviousPaginationToken() string {
+	if x != nil {
+		return x.PreviousPaginationToken
+	}
+	return ""
+}
+
+type UpdateBarrierRequest struct {
+	state                      protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName              string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	BarrierName                string                 `protobuf:"bytes,2,opt,name=barrier_name,json=barrierName,proto3" json:"barrier_name,omitempty"`
+	Description                string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	ExpectedProcesses          int64                  `protobuf:"varint,4,opt,name=expected_processes,json=expectedProcesses,proto3" json:"expected_processes,omitempty"`
+	DeleteInactiveAfterSeconds int64                  `protobuf:"varint,5,opt,name=delete_inactive_after_seconds,json=deleteInactiveAfterSeconds,proto3" json:"delete_inactive_after_seconds,omitempty"`
+	Metadata                   map[string]string      `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ExpectedVersion            int64                  `protobuf:"varint,7,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
+}
+
+func (x *UpdateBarrierRequest) Reset() {
+	*x = UpdateBarrierRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[113]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateBarrierRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateBarrierRequest) ProtoMessage() {}
+
+func (x *UpdateBarrierRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[113]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateBarrierRequest.ProtoReflect.Descriptor instead.
+func (*UpdateBarrierRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{113}
+}
+
+func (x *UpdateBarrierRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *UpdateBarrierRequest) GetBarrierName() string {
+	if x != nil {
+		return x.BarrierName
+	}
+	return ""
+}
+
+func (x *UpdateBarrierRequest) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *UpdateBarrierRequest) GetExpectedProcesses() int64 {
+	if x != nil {
+		return x.ExpectedProcesses
+	}
+	return 0
+}
+
+func (x *UpdateBarrierRequest) GetDeleteInactiveAfterSeconds() int64 {
+	if x != nil {
+		return x.DeleteInactiveAfterSeconds
+	}
+	return 0
+}
+
+func (x *UpdateBarrierRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *UpdateBarrierRequest) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+type UpdateBarrierResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Barrier *Barrier               `protobuf:"bytes,1,opt,name=barrier,proto3" json:"barrier,omitempty"`
+	// True when this update tripped the barrier (expected_processes lowered
+	// to the arrivals).
+	Tripped       bool `protobuf:"varint,2,opt,name=tripped,proto3" json:"tripped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateBarrierResponse) Reset() {
+	*x = UpdateBarrierResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[114]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateBarrierResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateBarrierResponse) ProtoMessage() {}
+
+func (x *UpdateBarrierResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[114]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateBarrierResponse.ProtoReflect.Descriptor instead.
+func (*UpdateBarrierResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{114}
+}
+
+func (x *UpdateBarrierResponse) GetBarrier() *Barrier {
+	if x != nil {
+		return x.Barrier
+	}
+	return nil
+}
+
+func (x *UpdateBarrierResponse) GetTripped() bool {
+	if x != nil {
+		return x.Tripped
+	}
+	return false
+}
+
+type DeleteBarrierRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	BarrierName   string                 `protobuf:"bytes,2,opt,name=barrier_name,json=barrierName,proto3" json:"barrier_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteBarrierRequest) Reset() {
+	*x = DeleteBarrierRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[115]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteBarrierRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteBarrierRequest) ProtoMessage() {}
+
+func (x *DeleteBarrierRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[115]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteBarrierRequest.ProtoReflect.Descriptor instead.
+func (*DeleteBarrierRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{115}
+}
+
+func (x *DeleteBarrierRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *DeleteBarrierRequest) GetBarrierName() string {
+	if x != nil {
+		return x.BarrierName
+	}
+	return ""
+}
+
+type DeleteBarrierResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when there was no such barrier.
+	Existed       bool `protobuf:"varint,1,opt,name=existed,proto3" json:"existed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteBarrierResponse) Reset() {
+	*x = DeleteBarrierResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[116]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteBarrierResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteBarrierResponse) ProtoMessage() {}
+
+func (x *DeleteBarrierResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[116]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteBarrierResponse.ProtoReflect.Descriptor instead.
+func (*DeleteBarrierResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{116}
+}
+
+func (x *DeleteBarrierResponse) GetExisted() bool {
+	if x != nil {
+		return x.Existed
+	}
+	return false
+}
+
+type ArriveAtBarrierRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName      string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	BarrierName        string                 `protobuf:"bytes,2,opt,name=barrier_name,json=barrierName,proto3" json:"barrier_name,omitempty"`
+	ProcessId          string                 `protobuf:"bytes,3,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	ExpectedGeneration int64                  `protobuf:"varint,4,opt,name=expected_generation,json=expectedGeneration,proto3" json:"expected_generation,omitempty"`
+	Metadata           map[string]string      `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *ArriveAtBarrierRequest) Reset() {
+	*x = ArriveAtBarrierRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[117]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArriveAtBarrierRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArriveAtBarrierRequest) ProtoMessage() {}
+
+func (x *ArriveAtBarrierRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[117]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArriveAtBarrierRequest.ProtoReflect.Descriptor instead.
+func (*ArriveAtBarrierRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{117}
+}
+
+func (x *ArriveAtBarrierRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *ArriveAtBarrierRequest) GetBarrierName() string {
+	if x != nil {
+		return x.BarrierName
+	}
+	return ""
+}
+
+func (x *ArriveAtBarrierRequest) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+func (x *ArriveAtBarrierRequest) GetExpectedGeneration() int64 {
+	if x != nil {
+		return x.ExpectedGeneration
+	}
+	return 0
+}
+
+func (x *ArriveAtBarrierRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+type ArriveAtBarrierResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Barrier *Barrier               `protobuf:"bytes,1,opt,name=barrier,proto3" json:"barrier,omitempty"`
+	// True when the generation this arrival counts in has tripped (by this
+	// arrival or, for a retry, earlier).
+	AllArrived    bool `protobuf:"varint,2,opt,name=all_arrived,json=allArrived,proto3" json:"all_arrived,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArriveAtBarrierResponse) Reset() {
+	*x = ArriveAtBarrierResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[118]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArriveAtBarrierResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArriveAtBarrierResponse) ProtoMessage() {}
+
+func (x *ArriveAtBarrierResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[118]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArriveAtBarrierResponse.ProtoReflect.Descriptor instead.
+func (*ArriveAtBarrierResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{118}
+}
+
+func (x *ArriveAtBarrierResponse) GetBarrier() *Barrier {
+	if x != nil {
+		return x.Barrier
+	}
+	return nil
+}
+
+func (x *ArriveAtBarrierResponse) GetAllArrived() bool {
+	if x != nil {
+		return x.AllArrived
+	}
+	return false
+}
+
+type WaitAtBarrierRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName      string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	BarrierName        string                 `protobuf:"bytes,2,opt,name=barrier_name,json=barrierName,proto3" json:"barrier_name,omitempty"`
+	ExpectedGeneration int64                  `protobuf:"varint,3,opt,name=expected_generation,json=expectedGeneration,proto3" json:"expected_generation,omitempty"`
+	TimeoutSeconds     int64                  `protobuf:"varint,4,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *WaitAtBarrierRequest) Reset() {
+	*x = WaitAtBarrierRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[119]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitAtBarrierRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitAtBarrierRequest) ProtoMessage() {}
+
+func (x *WaitAtBarrierRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[119]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitAtBarrierRequest.ProtoReflect.Descriptor instead.
+func (*WaitAtBarrierRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{119}
+}
+
+func (x *WaitAtBarrierRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *WaitAtBarrierRequest) GetBarrierName() string {
+	if x != nil {
+		return x.BarrierName
+	}
+	return ""
+}
+
+func (x *WaitAtBarrierRequest) GetExpectedGeneration() int64 {
+	if x != nil {
+		return x.ExpectedGeneration
+	}
+	return 0
+}
+
+func (x *WaitAtBarrierRequest) GetTimeoutSeconds() int64 {
+	if x != nil {
+		return x.TimeoutSeconds
+	}
+	return 0
+}
+
+type WaitAtBarrierResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Barrier       *Barrier               `protobuf:"bytes,1,opt,name=barrier,proto3" json:"barrier,omitempty"`
+	Outcome       BarrierWaitOutcome     `protobuf:"varint,2,opt,name=outcome,proto3,enum=grackle.v1.BarrierWaitOutcome" json:"outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitAtBarrierResponse) Reset() {
+	*x = WaitAtBarrierResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[120]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitAtBarrierResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitAtBarrierResponse) ProtoMessage() {}
+
+func (x *WaitAtBarrierResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[120]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitAtBarrierResponse.ProtoReflect.Descriptor instead.
+func (*WaitAtBarrierResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{120}
+}
+
+func (x *WaitAtBarrierResponse) GetBarrier() *Barrier {
+	if x != nil {
+		return x.Barrier
+	}
+	return nil
+}
+
+func (x *WaitAtBarrierResponse) GetOutcome() BarrierWaitOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return BarrierWaitOutcome_BARRIER_WAIT_OUTCOME_UNSPECIFIED
+}
+
+type ListBarrierParticipantsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	BarrierName   string                 `protobuf:"bytes,2,opt,name=barrier_name,json=barrierName,proto3" json:"barrier_name,omitempty"`
+	// 0 = the current generation.
+	Generation      int64  `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	Limit           int32  `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	PaginationToken string `protobuf:"bytes,5,opt,name=pagination_token,json=paginationToken,proto3" json:"pagination_token,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ListBarrierParticipantsRequest) Reset() {
+	*x = ListBarrierParticipantsRequest{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[121]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBarrierParticipantsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBarrierParticipantsRequest) ProtoMessage() {}
+
+func (x *ListBarrierParticipantsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[121]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBarrierParticipantsRequest.ProtoReflect.Descriptor instead.
+func (*ListBarrierParticipantsRequest) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{121}
+}
+
+func (x *ListBarrierParticipantsRequest) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *ListBarrierParticipantsRequest) GetBarrierName() string {
+	if x != nil {
+		return x.BarrierName
+	}
+	return ""
+}
+
+func (x *ListBarrierParticipantsRequest) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ListBarrierParticipantsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListBarrierParticipantsRequest) GetPaginationToken() string {
+	if x != nil {
+		return x.PaginationToken
+	}
+	return ""
+}
+
+type ListBarrierParticipantsResponse struct {
+	state                   protoimpl.MessageState `protogen:"open.v1"`
+	Participants            []*BarrierParticipant  `protobuf:"bytes,1,rep,name=participants,proto3" json:"participants,omitempty"`
+	NextPaginationToken     string                 `protobuf:"bytes,2,opt,name=next_pagination_token,json=nextPaginationToken,proto3" json:"next_pagination_token,omitempty"`
+	PreviousPaginationToken string                 `protobuf:"bytes,3,opt,name=previous_pagination_token,json=previousPaginationToken,proto3" json:"previous_pagination_token,omitempty"`
+	// The generation listed (the current one when the request said 0).
+	Generation    int64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBarrierParticipantsResponse) Reset() {
+	*x = ListBarrierParticipantsResponse{}
+	mi := &file_grackle_v1_grackle_proto_msgTypes[122]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBarrierParticipantsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBarrierParticipantsResponse) ProtoMessage() {}
+
+func (x *ListBarrierParticipantsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_v1_grackle_proto_msgTypes[122]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBarrierParticipantsResponse.ProtoReflect.Descriptor instead.
+func (*ListBarrierParticipantsResponse) Descriptor() ([]byte, []int) {
+	return file_grackle_v1_grackle_proto_rawDescGZIP(), []int{122}
+}
+
+func (x *ListBarrierParticipantsResponse) GetParticipants() []*BarrierParticipant {
+	if x != nil {
+		return x.Participants
+	}
+	return nil
+}
+
+func (x *ListBarrierParticipantsResponse) GetNextPaginationToken() string {
+	if x != nil {
+		return x.NextPaginationToken
+	}
+	return ""
+}
+
+func (x *ListBarrierParticipantsResponse) GetPreviousPaginationToken() string {
+	if x != nil {
+		return x.PreviousPaginationToken
+	}
+	return ""
+}
+
+func (x *ListBarrierParticipantsResponse) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
 var File_grackle_v1_grackle_proto protoreflect.FileDescriptor
 
 const file_grackle_v1_grackle_proto_rawDesc = "" +
@@ -5987,7 +8473,225 @@ const file_grackle_v1_grackle_proto_rawDesc = "" +
 	"\x04lock\x18\x03 \x01(\v2\x10.grackle.v1.LockR\x04lock\x120\n" +
 	"\awaiters\x18\x04 \x03(\v2\x16.grackle.v1.LockWaiterR\awaiters\x12\x18\n" +
 	"\achanges\x18\x05 \x01(\x04R\achanges\x12#\n" +
-	"\rwaiters_count\x18\x06 \x01(\x03R\fwaitersCount*\x8f\x01\n" +
+	"\rwaiters_count\x18\x06 \x01(\x03R\fwaitersCount\"\xba\x04\n" +
+	"\tWaitGroup\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x18\n" +
+	"\acounter\x18\x03 \x01(\x03R\acounter\x12%\n" +
+	"\x0ecompleted_jobs\x18\x04 \x01(\x03R\rcompletedJobs\x123\n" +
+	"\x06status\x18\x05 \x01(\x0e2\x1b.grackle.v1.WaitGroupStatusR\x06status\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x06 \x01(\x03R\texpiresAt\x12A\n" +
+	"\x1ddelete_after_finished_seconds\x18\a \x01(\x03R\x1adeleteAfterFinishedSeconds\x12\x1f\n" +
+	"\vfinished_at\x18\b \x01(\x03R\n" +
+	"finishedAt\x12?\n" +
+	"\bmetadata\x18\t \x03(\v2#.grackle.v1.WaitGroup.MetadataEntryR\bmetadata\x12\x18\n" +
+	"\aversion\x18\n" +
+	" \x01(\x03R\aversion\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\v \x01(\x03R\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\f \x01(\x03R\tupdatedAt\x12(\n" +
+	"\x10last_activity_at\x18\r \x01(\x03R\x0elastActivityAt\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc9\x01\n" +
+	"\fWaitGroupJob\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12!\n" +
+	"\fcompleted_at\x18\x02 \x01(\x03R\vcompletedAt\x12B\n" +
+	"\bmetadata\x18\x03 \x03(\v2&.grackle.v1.WaitGroupJob.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x03\n" +
+	"\x16CreateWaitGroupRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12&\n" +
+	"\x0fwait_group_name\x18\x02 \x01(\tR\rwaitGroupName\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x18\n" +
+	"\acounter\x18\x04 \x01(\x03R\acounter\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x05 \x01(\x03R\texpiresAt\x12A\n" +
+	"\x1ddelete_after_finished_seconds\x18\x06 \x01(\x03R\x1adeleteAfterFinishedSeconds\x12L\n" +
+	"\bmetadata\x18\a \x03(\v20.grackle.v1.CreateWaitGroupRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"O\n" +
+	"\x17CreateWaitGroupResponse\x124\n" +
+	"\n" +
+	"wait_group\x18\x01 \x01(\v2\x15.grackle.v1.WaitGroupR\twaitGroup\"d\n" +
+	"\x13GetWaitGroupRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12&\n" +
+	"\x0fwait_group_name\x18\x02 \x01(\tR\rwaitGroupName\"L\n" +
+	"\x14GetWaitGroupResponse\x124\n" +
+	"\n" +
+	"wait_group\x18\x01 \x01(\v2\x15.grackle.v1.WaitGroupR\twaitGroup\"\x7f\n" +
+	"\x15ListWaitGroupsRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12)\n" +
+	"\x10pagination_token\x18\x03 \x01(\tR\x0fpaginationToken\"\xc0\x01\n" +
+	"\x16ListWaitGroupsResponse\x126\n" +
+	"\vwait_groups\x18\x01 \x03(\v2\x15.grackle.v1.WaitGroupR\n" +
+	"waitGroups\x122\n" +
+	"\x15next_pagination_token\x18\x02 \x01(\tR\x13nextPaginationToken\x12:\n" +
+	"\x19previous_pagination_token\x18\x03 \x01(\tR\x17previousPaginationToken\"\xbb\x03\n" +
+	"\x16UpdateWaitGroupRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12&\n" +
+	"\x0fwait_group_name\x18\x02 \x01(\tR\rwaitGroupName\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x18\n" +
+	"\acounter\x18\x04 \x01(\x03R\acounter\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x05 \x01(\x03R\texpiresAt\x12A\n" +
+	"\x1ddelete_after_finished_seconds\x18\x06 \x01(\x03R\x1adeleteAfterFinishedSeconds\x12L\n" +
+	"\bmetadata\x18\a \x03(\v20.grackle.v1.UpdateWaitGroupRequest.MetadataEntryR\bmetadata\x12)\n" +
+	"\x10expected_version\x18\b \x01(\x03R\x0fexpectedVersion\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"O\n" +
+	"\x17UpdateWaitGroupResponse\x124\n" +
+	"\n" +
+	"wait_group\x18\x01 \x01(\v2\x15.grackle.v1.WaitGroupR\twaitGroup\"g\n" +
+	"\x16DeleteWaitGroupRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12&\n" +
+	"\x0fwait_group_name\x18\x02 \x01(\tR\rwaitGroupName\"3\n" +
+	"\x17DeleteWaitGroupResponse\x12\x18\n" +
+	"\aexisted\x18\x01 \x01(\bR\aexisted\"\x9f\x01\n" +
+	" CompleteJobsFromWaitGroupRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12&\n" +
+	"\x0fwait_group_name\x18\x02 \x01(\tR\rwaitGroupName\x12,\n" +
+	"\x04jobs\x18\x03 \x03(\v2\x18.grackle.v1.WaitGroupJobR\x04jobs\"\x82\x01\n" +
+	"!CompleteJobsFromWaitGroupResponse\x124\n" +
+	"\n" +
+	"wait_group\x18\x01 \x01(\v2\x15.grackle.v1.WaitGroupR\twaitGroup\x12'\n" +
+	"\x0fnewly_completed\x18\x02 \x01(\x03R\x0enewlyCompleted\"\xb3\x01\n" +
+	"!ListWaitGroupCompletedJobsRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12&\n" +
+	"\x0fwait_group_name\x18\x02 \x01(\tR\rwaitGroupName\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12)\n" +
+	"\x10pagination_token\x18\x04 \x01(\tR\x0fpaginationToken\"\xc2\x01\n" +
+	"\"ListWaitGroupCompletedJobsResponse\x12,\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x18.grackle.v1.WaitGroupJobR\x04jobs\x122\n" +
+	"\x15next_pagination_token\x18\x02 \x01(\tR\x13nextPaginationToken\x12:\n" +
+	"\x19previous_pagination_token\x18\x03 \x01(\tR\x17previousPaginationToken\"\x91\x01\n" +
+	"\x17WaitForWaitGroupRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12&\n" +
+	"\x0fwait_group_name\x18\x02 \x01(\tR\rwaitGroupName\x12'\n" +
+	"\x0ftimeout_seconds\x18\x03 \x01(\x03R\x0etimeoutSeconds\"\x8c\x01\n" +
+	"\x18WaitForWaitGroupResponse\x124\n" +
+	"\n" +
+	"wait_group\x18\x01 \x01(\v2\x15.grackle.v1.WaitGroupR\twaitGroup\x12:\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2 .grackle.v1.WaitGroupWaitOutcomeR\aoutcome\"\xfc\x03\n" +
+	"\aBarrier\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12-\n" +
+	"\x12expected_processes\x18\x03 \x01(\x03R\x11expectedProcesses\x12+\n" +
+	"\x11arrived_processes\x18\x04 \x01(\x03R\x10arrivedProcesses\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x05 \x01(\x03R\n" +
+	"generation\x12A\n" +
+	"\x1ddelete_inactive_after_seconds\x18\x06 \x01(\x03R\x1adeleteInactiveAfterSeconds\x12=\n" +
+	"\bmetadata\x18\a \x03(\v2!.grackle.v1.Barrier.MetadataEntryR\bmetadata\x12\x18\n" +
+	"\aversion\x18\b \x01(\x03R\aversion\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\t \x01(\x03R\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\n" +
+	" \x01(\x03R\tupdatedAt\x12(\n" +
+	"\x10last_activity_at\x18\v \x01(\x03R\x0elastActivityAt\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf9\x01\n" +
+	"\x12BarrierParticipant\x12\x1d\n" +
+	"\n" +
+	"process_id\x18\x01 \x01(\tR\tprocessId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x03R\n" +
+	"generation\x12\x1d\n" +
+	"\n" +
+	"arrived_at\x18\x03 \x01(\x03R\tarrivedAt\x12H\n" +
+	"\bmetadata\x18\x04 \x03(\v2,.grackle.v1.BarrierParticipant.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfd\x02\n" +
+	"\x14CreateBarrierRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12!\n" +
+	"\fbarrier_name\x18\x02 \x01(\tR\vbarrierName\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12-\n" +
+	"\x12expected_processes\x18\x04 \x01(\x03R\x11expectedProcesses\x12A\n" +
+	"\x1ddelete_inactive_after_seconds\x18\x05 \x01(\x03R\x1adeleteInactiveAfterSeconds\x12J\n" +
+	"\bmetadata\x18\x06 \x03(\v2..grackle.v1.CreateBarrierRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
+	"\x15CreateBarrierResponse\x12-\n" +
+	"\abarrier\x18\x01 \x01(\v2\x13.grackle.v1.BarrierR\abarrier\"]\n" +
+	"\x11GetBarrierRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12!\n" +
+	"\fbarrier_name\x18\x02 \x01(\tR\vbarrierName\"C\n" +
+	"\x12GetBarrierResponse\x12-\n" +
+	"\abarrier\x18\x01 \x01(\v2\x13.grackle.v1.BarrierR\abarrier\"}\n" +
+	"\x13ListBarriersRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12)\n" +
+	"\x10pagination_token\x18\x03 \x01(\tR\x0fpaginationToken\"\xb7\x01\n" +
+	"\x14ListBarriersResponse\x12/\n" +
+	"\bbarriers\x18\x01 \x03(\v2\x13.grackle.v1.BarrierR\bbarriers\x122\n" +
+	"\x15next_pagination_token\x18\x02 \x01(\tR\x13nextPaginationToken\x12:\n" +
+	"\x19previous_pagination_token\x18\x03 \x01(\tR\x17previousPaginationToken\"\xa8\x03\n" +
+	"\x14UpdateBarrierRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12!\n" +
+	"\fbarrier_name\x18\x02 \x01(\tR\vbarrierName\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12-\n" +
+	"\x12expected_processes\x18\x04 \x01(\x03R\x11expectedProcesses\x12A\n" +
+	"\x1ddelete_inactive_after_seconds\x18\x05 \x01(\x03R\x1adeleteInactiveAfterSeconds\x12J\n" +
+	"\bmetadata\x18\x06 \x03(\v2..grackle.v1.UpdateBarrierRequest.MetadataEntryR\bmetadata\x12)\n" +
+	"\x10expected_version\x18\a \x01(\x03R\x0fexpectedVersion\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"`\n" +
+	"\x15UpdateBarrierResponse\x12-\n" +
+	"\abarrier\x18\x01 \x01(\v2\x13.grackle.v1.BarrierR\abarrier\x12\x18\n" +
+	"\atripped\x18\x02 \x01(\bR\atripped\"`\n" +
+	"\x14DeleteBarrierRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12!\n" +
+	"\fbarrier_name\x18\x02 \x01(\tR\vbarrierName\"1\n" +
+	"\x15DeleteBarrierResponse\x12\x18\n" +
+	"\aexisted\x18\x01 \x01(\bR\aexisted\"\xbd\x02\n" +
+	"\x16ArriveAtBarrierRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12!\n" +
+	"\fbarrier_name\x18\x02 \x01(\tR\vbarrierName\x12\x1d\n" +
+	"\n" +
+	"process_id\x18\x03 \x01(\tR\tprocessId\x12/\n" +
+	"\x13expected_generation\x18\x04 \x01(\x03R\x12expectedGeneration\x12L\n" +
+	"\bmetadata\x18\x05 \x03(\v20.grackle.v1.ArriveAtBarrierRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"i\n" +
+	"\x17ArriveAtBarrierResponse\x12-\n" +
+	"\abarrier\x18\x01 \x01(\v2\x13.grackle.v1.BarrierR\abarrier\x12\x1f\n" +
+	"\vall_arrived\x18\x02 \x01(\bR\n" +
+	"allArrived\"\xba\x01\n" +
+	"\x14WaitAtBarrierRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12!\n" +
+	"\fbarrier_name\x18\x02 \x01(\tR\vbarrierName\x12/\n" +
+	"\x13expected_generation\x18\x03 \x01(\x03R\x12expectedGeneration\x12'\n" +
+	"\x0ftimeout_seconds\x18\x04 \x01(\x03R\x0etimeoutSeconds\"\x80\x01\n" +
+	"\x15WaitAtBarrierResponse\x12-\n" +
+	"\abarrier\x18\x01 \x01(\v2\x13.grackle.v1.BarrierR\abarrier\x128\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x1e.grackle.v1.BarrierWaitOutcomeR\aoutcome\"\xcb\x01\n" +
+	"\x1eListBarrierParticipantsRequest\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12!\n" +
+	"\fbarrier_name\x18\x02 \x01(\tR\vbarrierName\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x03R\n" +
+	"generation\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\x12)\n" +
+	"\x10pagination_token\x18\x05 \x01(\tR\x0fpaginationToken\"\xf5\x01\n" +
+	"\x1fListBarrierParticipantsResponse\x12B\n" +
+	"\fparticipants\x18\x01 \x03(\v2\x1e.grackle.v1.BarrierParticipantR\fparticipants\x122\n" +
+	"\x15next_pagination_token\x18\x02 \x01(\tR\x13nextPaginationToken\x12:\n" +
+	"\x19previous_pagination_token\x18\x03 \x01(\tR\x17previousPaginationToken\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\x03R\n" +
+	"generation*\x8f\x01\n" +
 	"\x0eAcquireOutcome\x12\x1f\n" +
 	"\x1bACQUIRE_OUTCOME_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ACQUIRE_OUTCOME_ACQUIRED\x10\x01\x12\x1f\n" +
@@ -6003,7 +8707,21 @@ const file_grackle_v1_grackle_proto_rawDesc = "" +
 	"\x16CONTENTION_REASON_PEER\x10\x01\x12\x1e\n" +
 	"\x1aCONTENTION_REASON_ANCESTOR\x10\x02\x12 \n" +
 	"\x1cCONTENTION_REASON_DESCENDANT\x10\x03\x12\x1b\n" +
-	"\x17CONTENTION_REASON_QUEUE\x10\x042\xf3\x16\n" +
+	"\x17CONTENTION_REASON_QUEUE\x10\x04*\x92\x01\n" +
+	"\x0fWaitGroupStatus\x12!\n" +
+	"\x1dWAIT_GROUP_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18WAIT_GROUP_STATUS_ACTIVE\x10\x01\x12\x1f\n" +
+	"\x1bWAIT_GROUP_STATUS_COMPLETED\x10\x02\x12\x1d\n" +
+	"\x19WAIT_GROUP_STATUS_EXPIRED\x10\x03*\xb2\x01\n" +
+	"\x14WaitGroupWaitOutcome\x12'\n" +
+	"#WAIT_GROUP_WAIT_OUTCOME_UNSPECIFIED\x10\x00\x12%\n" +
+	"!WAIT_GROUP_WAIT_OUTCOME_COMPLETED\x10\x01\x12#\n" +
+	"\x1fWAIT_GROUP_WAIT_OUTCOME_EXPIRED\x10\x02\x12%\n" +
+	"!WAIT_GROUP_WAIT_OUTCOME_TIMED_OUT\x10\x03*\x80\x01\n" +
+	"\x12BarrierWaitOutcome\x12$\n" +
+	" BARRIER_WAIT_OUTCOME_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cBARRIER_WAIT_OUTCOME_TRIPPED\x10\x01\x12\"\n" +
+	"\x1eBARRIER_WAIT_OUTCOME_TIMED_OUT\x10\x022\xd1\"\n" +
 	"\x0eGrackleService\x12Z\n" +
 	"\x0fCreateNamespace\x12\".grackle.v1.CreateNamespaceRequest\x1a#.grackle.v1.CreateNamespaceResponse\x12Q\n" +
 	"\fGetNamespace\x12\x1f.grackle.v1.GetNamespaceRequest\x1a .grackle.v1.GetNamespaceResponse\x12W\n" +
@@ -6037,7 +8755,24 @@ const file_grackle_v1_grackle_proto_rawDesc = "" +
 	"\n" +
 	"DeleteLock\x12\x1d.grackle.v1.DeleteLockRequest\x1a\x1e.grackle.v1.DeleteLockResponse\x12Z\n" +
 	"\x0fListLockWaiters\x12\".grackle.v1.ListLockWaitersRequest\x1a#.grackle.v1.ListLockWaitersResponse\x12J\n" +
-	"\tWatchLock\x12\x1c.grackle.v1.WatchLockRequest\x1a\x1d.grackle.v1.WatchLockResponse0\x012\x96\x04\n" +
+	"\tWatchLock\x12\x1c.grackle.v1.WatchLockRequest\x1a\x1d.grackle.v1.WatchLockResponse0\x01\x12Z\n" +
+	"\x0fCreateWaitGroup\x12\".grackle.v1.CreateWaitGroupRequest\x1a#.grackle.v1.CreateWaitGroupResponse\x12Q\n" +
+	"\fGetWaitGroup\x12\x1f.grackle.v1.GetWaitGroupRequest\x1a .grackle.v1.GetWaitGroupResponse\x12W\n" +
+	"\x0eListWaitGroups\x12!.grackle.v1.ListWaitGroupsRequest\x1a\".grackle.v1.ListWaitGroupsResponse\x12Z\n" +
+	"\x0fUpdateWaitGroup\x12\".grackle.v1.UpdateWaitGroupRequest\x1a#.grackle.v1.UpdateWaitGroupResponse\x12Z\n" +
+	"\x0fDeleteWaitGroup\x12\".grackle.v1.DeleteWaitGroupRequest\x1a#.grackle.v1.DeleteWaitGroupResponse\x12x\n" +
+	"\x19CompleteJobsFromWaitGroup\x12,.grackle.v1.CompleteJobsFromWaitGroupRequest\x1a-.grackle.v1.CompleteJobsFromWaitGroupResponse\x12{\n" +
+	"\x1aListWaitGroupCompletedJobs\x12-.grackle.v1.ListWaitGroupCompletedJobsRequest\x1a..grackle.v1.ListWaitGroupCompletedJobsResponse\x12]\n" +
+	"\x10WaitForWaitGroup\x12#.grackle.v1.WaitForWaitGroupRequest\x1a$.grackle.v1.WaitForWaitGroupResponse\x12T\n" +
+	"\rCreateBarrier\x12 .grackle.v1.CreateBarrierRequest\x1a!.grackle.v1.CreateBarrierResponse\x12K\n" +
+	"\n" +
+	"GetBarrier\x12\x1d.grackle.v1.GetBarrierRequest\x1a\x1e.grackle.v1.GetBarrierResponse\x12Q\n" +
+	"\fListBarriers\x12\x1f.grackle.v1.ListBarriersRequest\x1a .grackle.v1.ListBarriersResponse\x12T\n" +
+	"\rUpdateBarrier\x12 .grackle.v1.UpdateBarrierRequest\x1a!.grackle.v1.UpdateBarrierResponse\x12T\n" +
+	"\rDeleteBarrier\x12 .grackle.v1.DeleteBarrierRequest\x1a!.grackle.v1.DeleteBarrierResponse\x12Z\n" +
+	"\x0fArriveAtBarrier\x12\".grackle.v1.ArriveAtBarrierRequest\x1a#.grackle.v1.ArriveAtBarrierResponse\x12T\n" +
+	"\rWaitAtBarrier\x12 .grackle.v1.WaitAtBarrierRequest\x1a!.grackle.v1.WaitAtBarrierResponse\x12r\n" +
+	"\x17ListBarrierParticipants\x12*.grackle.v1.ListBarrierParticipantsRequest\x1a+.grackle.v1.ListBarrierParticipantsResponse2\x96\x04\n" +
 	"\x0eClusterService\x12]\n" +
 	"\x10GetClusterStatus\x12#.grackle.v1.GetClusterStatusRequest\x1a$.grackle.v1.GetClusterStatusResponse\x12H\n" +
 	"\tAddMember\x12\x1c.grackle.v1.AddMemberRequest\x1a\x1d.grackle.v1.AddMemberResponse\x12Q\n" +
@@ -6058,246 +8793,353 @@ func file_grackle_v1_grackle_proto_rawDescGZIP() []byte {
 	return file_grackle_v1_grackle_proto_rawDescData
 }
 
-var file_grackle_v1_grackle_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_grackle_v1_grackle_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
+var file_grackle_v1_grackle_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_grackle_v1_grackle_proto_msgTypes = make([]protoimpl.MessageInfo, 144)
 var file_grackle_v1_grackle_proto_goTypes = []any{
-	(AcquireOutcome)(0),                   // 0: grackle.v1.AcquireOutcome
-	(LockState)(0),                        // 1: grackle.v1.LockState
-	(ContentionReason)(0),                 // 2: grackle.v1.ContentionReason
-	(*Namespace)(nil),                     // 3: grackle.v1.Namespace
-	(*Semaphore)(nil),                     // 4: grackle.v1.Semaphore
-	(*SemaphoreHolder)(nil),               // 5: grackle.v1.SemaphoreHolder
-	(*SemaphoreLease)(nil),                // 6: grackle.v1.SemaphoreLease
-	(*CreateNamespaceRequest)(nil),        // 7: grackle.v1.CreateNamespaceRequest
-	(*CreateNamespaceResponse)(nil),       // 8: grackle.v1.CreateNamespaceResponse
-	(*GetNamespaceRequest)(nil),           // 9: grackle.v1.GetNamespaceRequest
-	(*GetNamespaceResponse)(nil),          // 10: grackle.v1.GetNamespaceResponse
-	(*ListNamespacesRequest)(nil),         // 11: grackle.v1.ListNamespacesRequest
-	(*ListNamespacesResponse)(nil),        // 12: grackle.v1.ListNamespacesResponse
-	(*UpdateNamespaceRequest)(nil),        // 13: grackle.v1.UpdateNamespaceRequest
-	(*UpdateNamespaceResponse)(nil),       // 14: grackle.v1.UpdateNamespaceResponse
-	(*DeleteNamespaceRequest)(nil),        // 15: grackle.v1.DeleteNamespaceRequest
-	(*DeleteNamespaceResponse)(nil),       // 16: grackle.v1.DeleteNamespaceResponse
-	(*CreateSemaphoreRequest)(nil),        // 17: grackle.v1.CreateSemaphoreRequest
-	(*CreateSemaphoreResponse)(nil),       // 18: grackle.v1.CreateSemaphoreResponse
-	(*GetSemaphoreRequest)(nil),           // 19: grackle.v1.GetSemaphoreRequest
-	(*GetSemaphoreResponse)(nil),          // 20: grackle.v1.GetSemaphoreResponse
-	(*ListSemaphoresRequest)(nil),         // 21: grackle.v1.ListSemaphoresRequest
-	(*ListSemaphoresResponse)(nil),        // 22: grackle.v1.ListSemaphoresResponse
-	(*UpdateSemaphoreRequest)(nil),        // 23: grackle.v1.UpdateSemaphoreRequest
-	(*UpdateSemaphoreResponse)(nil),       // 24: grackle.v1.UpdateSemaphoreResponse
-	(*DeleteSemaphoreRequest)(nil),        // 25: grackle.v1.DeleteSemaphoreRequest
-	(*DeleteSemaphoreResponse)(nil),       // 26: grackle.v1.DeleteSemaphoreResponse
-	(*AcquireSemaphoreRequest)(nil),       // 27: grackle.v1.AcquireSemaphoreRequest
-	(*AcquireSemaphoreResponse)(nil),      // 28: grackle.v1.AcquireSemaphoreResponse
-	(*ReleaseSemaphoreRequest)(nil),       // 29: grackle.v1.ReleaseSemaphoreRequest
-	(*ReleaseSemaphoreResponse)(nil),      // 30: grackle.v1.ReleaseSemaphoreResponse
-	(*ListSemaphoreHoldersRequest)(nil),   // 31: grackle.v1.ListSemaphoreHoldersRequest
-	(*ListSemaphoreHoldersResponse)(nil),  // 32: grackle.v1.ListSemaphoreHoldersResponse
-	(*CreateSemaphoreLeaseRequest)(nil),   // 33: grackle.v1.CreateSemaphoreLeaseRequest
-	(*CreateSemaphoreLeaseResponse)(nil),  // 34: grackle.v1.CreateSemaphoreLeaseResponse
-	(*GetSemaphoreLeaseRequest)(nil),      // 35: grackle.v1.GetSemaphoreLeaseRequest
-	(*GetSemaphoreLeaseResponse)(nil),     // 36: grackle.v1.GetSemaphoreLeaseResponse
-	(*RefreshSemaphoreLeaseRequest)(nil),  // 37: grackle.v1.RefreshSemaphoreLeaseRequest
-	(*RefreshSemaphoreLeaseResponse)(nil), // 38: grackle.v1.RefreshSemaphoreLeaseResponse
-	(*RevokeSemaphoreLeaseRequest)(nil),   // 39: grackle.v1.RevokeSemaphoreLeaseRequest
-	(*RevokeSemaphoreLeaseResponse)(nil),  // 40: grackle.v1.RevokeSemaphoreLeaseResponse
-	(*ListSemaphoreLeasesRequest)(nil),    // 41: grackle.v1.ListSemaphoreLeasesRequest
-	(*ListSemaphoreLeasesResponse)(nil),   // 42: grackle.v1.ListSemaphoreLeasesResponse
-	(*SemaphoreWaiter)(nil),               // 43: grackle.v1.SemaphoreWaiter
-	(*ListSemaphoreWaitersRequest)(nil),   // 44: grackle.v1.ListSemaphoreWaitersRequest
-	(*ListSemaphoreWaitersResponse)(nil),  // 45: grackle.v1.ListSemaphoreWaitersResponse
-	(*WatchSemaphoreRequest)(nil),         // 46: grackle.v1.WatchSemaphoreRequest
-	(*WatchSemaphoreResponse)(nil),        // 47: grackle.v1.WatchSemaphoreResponse
-	(*Member)(nil),                        // 48: grackle.v1.Member
-	(*GetClusterStatusRequest)(nil),       // 49: grackle.v1.GetClusterStatusRequest
-	(*GetClusterStatusResponse)(nil),      // 50: grackle.v1.GetClusterStatusResponse
-	(*AddMemberRequest)(nil),              // 51: grackle.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),             // 52: grackle.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),           // 53: grackle.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),          // 54: grackle.v1.RemoveMemberResponse
-	(*TransferLeadershipRequest)(nil),     // 55: grackle.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil),    // 56: grackle.v1.TransferLeadershipResponse
-	(*GetNodeInfoRequest)(nil),            // 57: grackle.v1.GetNodeInfoRequest
-	(*GetNodeInfoResponse)(nil),           // 58: grackle.v1.GetNodeInfoResponse
-	(*SaveSnapshotRequest)(nil),           // 59: grackle.v1.SaveSnapshotRequest
-	(*SaveSnapshotResponse)(nil),          // 60: grackle.v1.SaveSnapshotResponse
-	(*SnapshotFileHeader)(nil),            // 61: grackle.v1.SnapshotFileHeader
-	(*LockLease)(nil),                     // 62: grackle.v1.LockLease
-	(*LockHolder)(nil),                    // 63: grackle.v1.LockHolder
-	(*Lock)(nil),                          // 64: grackle.v1.Lock
-	(*CreateLockLeaseRequest)(nil),        // 65: grackle.v1.CreateLockLeaseRequest
-	(*CreateLockLeaseResponse)(nil),       // 66: grackle.v1.CreateLockLeaseResponse
-	(*GetLockLeaseRequest)(nil),           // 67: grackle.v1.GetLockLeaseRequest
-	(*GetLockLeaseResponse)(nil),          // 68: grackle.v1.GetLockLeaseResponse
-	(*RefreshLockLeaseRequest)(nil),       // 69: grackle.v1.RefreshLockLeaseRequest
-	(*RefreshLockLeaseResponse)(nil),      // 70: grackle.v1.RefreshLockLeaseResponse
-	(*RevokeLockLeaseRequest)(nil),        // 71: grackle.v1.RevokeLockLeaseRequest
-	(*RevokeLockLeaseResponse)(nil),       // 72: grackle.v1.RevokeLockLeaseResponse
-	(*ListLockLeasesRequest)(nil),         // 73: grackle.v1.ListLockLeasesRequest
-	(*ListLockLeasesResponse)(nil),        // 74: grackle.v1.ListLockLeasesResponse
-	(*AcquireLockRequest)(nil),            // 75: grackle.v1.AcquireLockRequest
-	(*AcquireLockResponse)(nil),           // 76: grackle.v1.AcquireLockResponse
-	(*ReleaseLockRequest)(nil),            // 77: grackle.v1.ReleaseLockRequest
-	(*ReleaseLockResponse)(nil),           // 78: grackle.v1.ReleaseLockResponse
-	(*GetLockRequest)(nil),                // 79: grackle.v1.GetLockRequest
-	(*GetLockResponse)(nil),               // 80: grackle.v1.GetLockResponse
-	(*ListLocksRequest)(nil),              // 81: grackle.v1.ListLocksRequest
-	(*ListLocksResponse)(nil),             // 82: grackle.v1.ListLocksResponse
-	(*DeleteLockRequest)(nil),             // 83: grackle.v1.DeleteLockRequest
-	(*DeleteLockResponse)(nil),            // 84: grackle.v1.DeleteLockResponse
-	(*LockWaiter)(nil),                    // 85: grackle.v1.LockWaiter
-	(*ListLockWaitersRequest)(nil),        // 86: grackle.v1.ListLockWaitersRequest
-	(*ListLockWaitersResponse)(nil),       // 87: grackle.v1.ListLockWaitersResponse
-	(*WatchLockRequest)(nil),              // 88: grackle.v1.WatchLockRequest
-	(*WatchLockResponse)(nil),             // 89: grackle.v1.WatchLockResponse
-	nil,                                   // 90: grackle.v1.Namespace.MetadataEntry
-	nil,                                   // 91: grackle.v1.Semaphore.MetadataEntry
-	nil,                                   // 92: grackle.v1.SemaphoreHolder.MetadataEntry
-	nil,                                   // 93: grackle.v1.CreateNamespaceRequest.MetadataEntry
-	nil,                                   // 94: grackle.v1.UpdateNamespaceRequest.MetadataEntry
-	nil,                                   // 95: grackle.v1.CreateSemaphoreRequest.MetadataEntry
-	nil,                                   // 96: grackle.v1.UpdateSemaphoreRequest.MetadataEntry
-	nil,                                   // 97: grackle.v1.AcquireSemaphoreRequest.MetadataEntry
-	nil,                                   // 98: grackle.v1.LockLease.MetadataEntry
-	nil,                                   // 99: grackle.v1.LockHolder.MetadataEntry
-	nil,                                   // 100: grackle.v1.CreateLockLeaseRequest.MetadataEntry
-	nil,                                   // 101: grackle.v1.AcquireLockRequest.MetadataEntry
+	(AcquireOutcome)(0),                        // 0: grackle.v1.AcquireOutcome
+	(LockState)(0),                             // 1: grackle.v1.LockState
+	(ContentionReason)(0),                      // 2: grackle.v1.ContentionReason
+	(WaitGroupStatus)(0),                       // 3: grackle.v1.WaitGroupStatus
+	(WaitGroupWaitOutcome)(0),                  // 4: grackle.v1.WaitGroupWaitOutcome
+	(BarrierWaitOutcome)(0),                    // 5: grackle.v1.BarrierWaitOutcome
+	(*Namespace)(nil),                          // 6: grackle.v1.Namespace
+	(*Semaphore)(nil),                          // 7: grackle.v1.Semaphore
+	(*SemaphoreHolder)(nil),                    // 8: grackle.v1.SemaphoreHolder
+	(*SemaphoreLease)(nil),                     // 9: grackle.v1.SemaphoreLease
+	(*CreateNamespaceRequest)(nil),             // 10: grackle.v1.CreateNamespaceRequest
+	(*CreateNamespaceResponse)(nil),            // 11: grackle.v1.CreateNamespaceResponse
+	(*GetNamespaceRequest)(nil),                // 12: grackle.v1.GetNamespaceRequest
+	(*GetNamespaceResponse)(nil),               // 13: grackle.v1.GetNamespaceResponse
+	(*ListNamespacesRequest)(nil),              // 14: grackle.v1.ListNamespacesRequest
+	(*ListNamespacesResponse)(nil),             // 15: grackle.v1.ListNamespacesResponse
+	(*UpdateNamespaceRequest)(nil),             // 16: grackle.v1.UpdateNamespaceRequest
+	(*UpdateNamespaceResponse)(nil),            // 17: grackle.v1.UpdateNamespaceResponse
+	(*DeleteNamespaceRequest)(nil),             // 18: grackle.v1.DeleteNamespaceRequest
+	(*DeleteNamespaceResponse)(nil),            // 19: grackle.v1.DeleteNamespaceResponse
+	(*CreateSemaphoreRequest)(nil),             // 20: grackle.v1.CreateSemaphoreRequest
+	(*CreateSemaphoreResponse)(nil),            // 21: grackle.v1.CreateSemaphoreResponse
+	(*GetSemaphoreRequest)(nil),                // 22: grackle.v1.GetSemaphoreRequest
+	(*GetSemaphoreResponse)(nil),               // 23: grackle.v1.GetSemaphoreResponse
+	(*ListSemaphoresRequest)(nil),              // 24: grackle.v1.ListSemaphoresRequest
+	(*ListSemaphoresResponse)(nil),             // 25: grackle.v1.ListSemaphoresResponse
+	(*UpdateSemaphoreRequest)(nil),             // 26: grackle.v1.UpdateSemaphoreRequest
+	(*UpdateSemaphoreResponse)(nil),            // 27: grackle.v1.UpdateSemaphoreResponse
+	(*DeleteSemaphoreRequest)(nil),             // 28: grackle.v1.DeleteSemaphoreRequest
+	(*DeleteSemaphoreResponse)(nil),            // 29: grackle.v1.DeleteSemaphoreResponse
+	(*AcquireSemaphoreRequest)(nil),            // 30: grackle.v1.AcquireSemaphoreRequest
+	(*AcquireSemaphoreResponse)(nil),           // 31: grackle.v1.AcquireSemaphoreResponse
+	(*ReleaseSemaphoreRequest)(nil),            // 32: grackle.v1.ReleaseSemaphoreRequest
+	(*ReleaseSemaphoreResponse)(nil),           // 33: grackle.v1.ReleaseSemaphoreResponse
+	(*ListSemaphoreHoldersRequest)(nil),        // 34: grackle.v1.ListSemaphoreHoldersRequest
+	(*ListSemaphoreHoldersResponse)(nil),       // 35: grackle.v1.ListSemaphoreHoldersResponse
+	(*CreateSemaphoreLeaseRequest)(nil),        // 36: grackle.v1.CreateSemaphoreLeaseRequest
+	(*CreateSemaphoreLeaseResponse)(nil),       // 37: grackle.v1.CreateSemaphoreLeaseResponse
+	(*GetSemaphoreLeaseRequest)(nil),           // 38: grackle.v1.GetSemaphoreLeaseRequest
+	(*GetSemaphoreLeaseResponse)(nil),          // 39: grackle.v1.GetSemaphoreLeaseResponse
+	(*RefreshSemaphoreLeaseRequest)(nil),       // 40: grackle.v1.RefreshSemaphoreLeaseRequest
+	(*RefreshSemaphoreLeaseResponse)(nil),      // 41: grackle.v1.RefreshSemaphoreLeaseResponse
+	(*RevokeSemaphoreLeaseRequest)(nil),        // 42: grackle.v1.RevokeSemaphoreLeaseRequest
+	(*RevokeSemaphoreLeaseResponse)(nil),       // 43: grackle.v1.RevokeSemaphoreLeaseResponse
+	(*ListSemaphoreLeasesRequest)(nil),         // 44: grackle.v1.ListSemaphoreLeasesRequest
+	(*ListSemaphoreLeasesResponse)(nil),        // 45: grackle.v1.ListSemaphoreLeasesResponse
+	(*SemaphoreWaiter)(nil),                    // 46: grackle.v1.SemaphoreWaiter
+	(*ListSemaphoreWaitersRequest)(nil),        // 47: grackle.v1.ListSemaphoreWaitersRequest
+	(*ListSemaphoreWaitersResponse)(nil),       // 48: grackle.v1.ListSemaphoreWaitersResponse
+	(*WatchSemaphoreRequest)(nil),              // 49: grackle.v1.WatchSemaphoreRequest
+	(*WatchSemaphoreResponse)(nil),             // 50: grackle.v1.WatchSemaphoreResponse
+	(*Member)(nil),                             // 51: grackle.v1.Member
+	(*GetClusterStatusRequest)(nil),            // 52: grackle.v1.GetClusterStatusRequest
+	(*GetClusterStatusResponse)(nil),           // 53: grackle.v1.GetClusterStatusResponse
+	(*AddMemberRequest)(nil),                   // 54: grackle.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),                  // 55: grackle.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),                // 56: grackle.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),               // 57: grackle.v1.RemoveMemberResponse
+	(*TransferLeadershipRequest)(nil),          // 58: grackle.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil),         // 59: grackle.v1.TransferLeadershipResponse
+	(*GetNodeInfoRequest)(nil),                 // 60: grackle.v1.GetNodeInfoRequest
+	(*GetNodeInfoResponse)(nil),                // 61: grackle.v1.GetNodeInfoResponse
+	(*SaveSnapshotRequest)(nil),                // 62: grackle.v1.SaveSnapshotRequest
+	(*SaveSnapshotResponse)(nil),               // 63: grackle.v1.SaveSnapshotResponse
+	(*SnapshotFileHeader)(nil),                 // 64: grackle.v1.SnapshotFileHeader
+	(*LockLease)(nil),                          // 65: grackle.v1.LockLease
+	(*LockHolder)(nil),                         // 66: grackle.v1.LockHolder
+	(*Lock)(nil),                               // 67: grackle.v1.Lock
+	(*CreateLockLeaseRequest)(nil),             // 68: grackle.v1.CreateLockLeaseRequest
+	(*CreateLockLeaseResponse)(nil),            // 69: grackle.v1.CreateLockLeaseResponse
+	(*GetLockLeaseRequest)(nil),                // 70: grackle.v1.GetLockLeaseRequest
+	(*GetLockLeaseResponse)(nil),               // 71: grackle.v1.GetLockLeaseResponse
+	(*RefreshLockLeaseRequest)(nil),            // 72: grackle.v1.RefreshLockLeaseRequest
+	(*RefreshLockLeaseResponse)(nil),           // 73: grackle.v1.RefreshLockLeaseResponse
+	(*RevokeLockLeaseRequest)(nil),             // 74: grackle.v1.RevokeLockLeaseRequest
+	(*RevokeLockLeaseResponse)(nil),            // 75: grackle.v1.RevokeLockLeaseResponse
+	(*ListLockLeasesRequest)(nil),              // 76: grackle.v1.ListLockLeasesRequest
+	(*ListLockLeasesResponse)(nil),             // 77: grackle.v1.ListLockLeasesResponse
+	(*AcquireLockRequest)(nil),                 // 78: grackle.v1.AcquireLockRequest
+	(*AcquireLockResponse)(nil),                // 79: grackle.v1.AcquireLockResponse
+	(*ReleaseLockRequest)(nil),                 // 80: grackle.v1.ReleaseLockRequest
+	(*ReleaseLockResponse)(nil),                // 81: grackle.v1.ReleaseLockResponse
+	(*GetLockRequest)(nil),                     // 82: grackle.v1.GetLockRequest
+	(*GetLockResponse)(nil),                    // 83: grackle.v1.GetLockResponse
+	(*ListLocksRequest)(nil),                   // 84: grackle.v1.ListLocksRequest
+	(*ListLocksResponse)(nil),                  // 85: grackle.v1.ListLocksResponse
+	(*DeleteLockRequest)(nil),                  // 86: grackle.v1.DeleteLockRequest
+	(*DeleteLockResponse)(nil),                 // 87: grackle.v1.DeleteLockResponse
+	(*LockWaiter)(nil),                         // 88: grackle.v1.LockWaiter
+	(*ListLockWaitersRequest)(nil),             // 89: grackle.v1.ListLockWaitersRequest
+	(*ListLockWaitersResponse)(nil),            // 90: grackle.v1.ListLockWaitersResponse
+	(*WatchLockRequest)(nil),                   // 91: grackle.v1.WatchLockRequest
+	(*WatchLockResponse)(nil),                  // 92: grackle.v1.WatchLockResponse
+	(*WaitGroup)(nil),                          // 93: grackle.v1.WaitGroup
+	(*WaitGroupJob)(nil),                       // 94: grackle.v1.WaitGroupJob
+	(*CreateWaitGroupRequest)(nil),             // 95: grackle.v1.CreateWaitGroupRequest
+	(*CreateWaitGroupResponse)(nil),            // 96: grackle.v1.CreateWaitGroupResponse
+	(*GetWaitGroupRequest)(nil),                // 97: grackle.v1.GetWaitGroupRequest
+	(*GetWaitGroupResponse)(nil),               // 98: grackle.v1.GetWaitGroupResponse
+	(*ListWaitGroupsRequest)(nil),              // 99: grackle.v1.ListWaitGroupsRequest
+	(*ListWaitGroupsResponse)(nil),             // 100: grackle.v1.ListWaitGroupsResponse
+	(*UpdateWaitGroupRequest)(nil),             // 101: grackle.v1.UpdateWaitGroupRequest
+	(*UpdateWaitGroupResponse)(nil),            // 102: grackle.v1.UpdateWaitGroupResponse
+	(*DeleteWaitGroupRequest)(nil),             // 103: grackle.v1.DeleteWaitGroupRequest
+	(*DeleteWaitGroupResponse)(nil),            // 104: grackle.v1.DeleteWaitGroupResponse
+	(*CompleteJobsFromWaitGroupRequest)(nil),   // 105: grackle.v1.CompleteJobsFromWaitGroupRequest
+	(*CompleteJobsFromWaitGroupResponse)(nil),  // 106: grackle.v1.CompleteJobsFromWaitGroupResponse
+	(*ListWaitGroupCompletedJobsRequest)(nil),  // 107: grackle.v1.ListWaitGroupCompletedJobsRequest
+	(*ListWaitGroupCompletedJobsResponse)(nil), // 108: grackle.v1.ListWaitGroupCompletedJobsResponse
+	(*WaitForWaitGroupRequest)(nil),            // 109: grackle.v1.WaitForWaitGroupRequest
+	(*WaitForWaitGroupResponse)(nil),           // 110: grackle.v1.WaitForWaitGroupResponse
+	(*Barrier)(nil),                            // 111: grackle.v1.Barrier
+	(*BarrierParticipant)(nil),                 // 112: grackle.v1.BarrierParticipant
+	(*CreateBarrierRequest)(nil),               // 113: grackle.v1.CreateBarrierRequest
+	(*CreateBarrierResponse)(nil),              // 114: grackle.v1.CreateBarrierResponse
+	(*GetBarrierRequest)(nil),                  // 115: grackle.v1.GetBarrierRequest
+	(*GetBarrierResponse)(nil),                 // 116: grackle.v1.GetBarrierResponse
+	(*ListBarriersRequest)(nil),                // 117: grackle.v1.ListBarriersRequest
+	(*ListBarriersResponse)(nil),               // 118: grackle.v1.ListBarriersResponse
+	(*UpdateBarrierRequest)(nil),               // 119: grackle.v1.UpdateBarrierRequest
+	(*UpdateBarrierResponse)(nil),              // 120: grackle.v1.UpdateBarrierResponse
+	(*DeleteBarrierRequest)(nil),               // 121: grackle.v1.DeleteBarrierRequest
+	(*DeleteBarrierResponse)(nil),              // 122: grackle.v1.DeleteBarrierResponse
+	(*ArriveAtBarrierRequest)(nil),             // 123: grackle.v1.ArriveAtBarrierRequest
+	(*ArriveAtBarrierResponse)(nil),            // 124: grackle.v1.ArriveAtBarrierResponse
+	(*WaitAtBarrierRequest)(nil),               // 125: grackle.v1.WaitAtBarrierRequest
+	(*WaitAtBarrierResponse)(nil),              // 126: grackle.v1.WaitAtBarrierResponse
+	(*ListBarrierParticipantsRequest)(nil),     // 127: grackle.v1.ListBarrierParticipantsRequest
+	(*ListBarrierParticipantsResponse)(nil),    // 128: grackle.v1.ListBarrierParticipantsResponse
+	nil,                                        // 129: grackle.v1.Namespace.MetadataEntry
+	nil,                                        // 130: grackle.v1.Semaphore.MetadataEntry
+	nil,                                        // 131: grackle.v1.SemaphoreHolder.MetadataEntry
+	nil,                                        // 132: grackle.v1.CreateNamespaceRequest.MetadataEntry
+	nil,                                        // 133: grackle.v1.UpdateNamespaceRequest.MetadataEntry
+	nil,                                        // 134: grackle.v1.CreateSemaphoreRequest.MetadataEntry
+	nil,                                        // 135: grackle.v1.UpdateSemaphoreRequest.MetadataEntry
+	nil,                                        // 136: grackle.v1.AcquireSemaphoreRequest.MetadataEntry
+	nil,                                        // 137: grackle.v1.LockLease.MetadataEntry
+	nil,                                        // 138: grackle.v1.LockHolder.MetadataEntry
+	nil,                                        // 139: grackle.v1.CreateLockLeaseRequest.MetadataEntry
+	nil,                                        // 140: grackle.v1.AcquireLockRequest.MetadataEntry
+	nil,                                        // 141: grackle.v1.WaitGroup.MetadataEntry
+	nil,                                        // 142: grackle.v1.WaitGroupJob.MetadataEntry
+	nil,                                        // 143: grackle.v1.CreateWaitGroupRequest.MetadataEntry
+	nil,                                        // 144: grackle.v1.UpdateWaitGroupRequest.MetadataEntry
+	nil,                                        // 145: grackle.v1.Barrier.MetadataEntry
+	nil,                                        // 146: grackle.v1.BarrierParticipant.MetadataEntry
+	nil,                                        // 147: grackle.v1.CreateBarrierRequest.MetadataEntry
+	nil,                                        // 148: grackle.v1.UpdateBarrierRequest.MetadataEntry
+	nil,                                        // 149: grackle.v1.ArriveAtBarrierRequest.MetadataEntry
 }
 var file_grackle_v1_grackle_proto_depIdxs = []int32{
-	90,  // 0: grackle.v1.Namespace.metadata:type_name -> grackle.v1.Namespace.MetadataEntry
-	91,  // 1: grackle.v1.Semaphore.metadata:type_name -> grackle.v1.Semaphore.MetadataEntry
-	92,  // 2: grackle.v1.SemaphoreHolder.metadata:type_name -> grackle.v1.SemaphoreHolder.MetadataEntry
-	93,  // 3: grackle.v1.CreateNamespaceRequest.metadata:type_name -> grackle.v1.CreateNamespaceRequest.MetadataEntry
-	3,   // 4: grackle.v1.CreateNamespaceResponse.namespace:type_name -> grackle.v1.Namespace
-	3,   // 5: grackle.v1.GetNamespaceResponse.namespace:type_name -> grackle.v1.Namespace
-	3,   // 6: grackle.v1.ListNamespacesResponse.namespaces:type_name -> grackle.v1.Namespace
-	94,  // 7: grackle.v1.UpdateNamespaceRequest.metadata:type_name -> grackle.v1.UpdateNamespaceRequest.MetadataEntry
-	3,   // 8: grackle.v1.UpdateNamespaceResponse.namespace:type_name -> grackle.v1.Namespace
-	95,  // 9: grackle.v1.CreateSemaphoreRequest.metadata:type_name -> grackle.v1.CreateSemaphoreRequest.MetadataEntry
-	4,   // 10: grackle.v1.CreateSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
-	4,   // 11: grackle.v1.GetSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
-	4,   // 12: grackle.v1.ListSemaphoresResponse.semaphores:type_name -> grackle.v1.Semaphore
-	96,  // 13: grackle.v1.UpdateSemaphoreRequest.metadata:type_name -> grackle.v1.UpdateSemaphoreRequest.MetadataEntry
-	4,   // 14: grackle.v1.UpdateSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
-	97,  // 15: grackle.v1.AcquireSemaphoreRequest.metadata:type_name -> grackle.v1.AcquireSemaphoreRequest.MetadataEntry
-	4,   // 16: grackle.v1.AcquireSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
+	129, // 0: grackle.v1.Namespace.metadata:type_name -> grackle.v1.Namespace.MetadataEntry
+	130, // 1: grackle.v1.Semaphore.metadata:type_name -> grackle.v1.Semaphore.MetadataEntry
+	131, // 2: grackle.v1.SemaphoreHolder.metadata:type_name -> grackle.v1.SemaphoreHolder.MetadataEntry
+	132, // 3: grackle.v1.CreateNamespaceRequest.metadata:type_name -> grackle.v1.CreateNamespaceRequest.MetadataEntry
+	6,   // 4: grackle.v1.CreateNamespaceResponse.namespace:type_name -> grackle.v1.Namespace
+	6,   // 5: grackle.v1.GetNamespaceResponse.namespace:type_name -> grackle.v1.Namespace
+	6,   // 6: grackle.v1.ListNamespacesResponse.namespaces:type_name -> grackle.v1.Namespace
+	133, // 7: grackle.v1.UpdateNamespaceRequest.metadata:type_name -> grackle.v1.UpdateNamespaceRequest.MetadataEntry
+	6,   // 8: grackle.v1.UpdateNamespaceResponse.namespace:type_name -> grackle.v1.Namespace
+	134, // 9: grackle.v1.CreateSemaphoreRequest.metadata:type_name -> grackle.v1.CreateSemaphoreRequest.MetadataEntry
+	7,   // 10: grackle.v1.CreateSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
+	7,   // 11: grackle.v1.GetSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
+	7,   // 12: grackle.v1.ListSemaphoresResponse.semaphores:type_name -> grackle.v1.Semaphore
+	135, // 13: grackle.v1.UpdateSemaphoreRequest.metadata:type_name -> grackle.v1.UpdateSemaphoreRequest.MetadataEntry
+	7,   // 14: grackle.v1.UpdateSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
+	136, // 15: grackle.v1.AcquireSemaphoreRequest.metadata:type_name -> grackle.v1.AcquireSemaphoreRequest.MetadataEntry
+	7,   // 16: grackle.v1.AcquireSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
 	0,   // 17: grackle.v1.AcquireSemaphoreResponse.outcome:type_name -> grackle.v1.AcquireOutcome
-	5,   // 18: grackle.v1.AcquireSemaphoreResponse.holder:type_name -> grackle.v1.SemaphoreHolder
-	4,   // 19: grackle.v1.ReleaseSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
-	5,   // 20: grackle.v1.ListSemaphoreHoldersResponse.holders:type_name -> grackle.v1.SemaphoreHolder
-	6,   // 21: grackle.v1.CreateSemaphoreLeaseResponse.lease:type_name -> grackle.v1.SemaphoreLease
-	6,   // 22: grackle.v1.GetSemaphoreLeaseResponse.lease:type_name -> grackle.v1.SemaphoreLease
-	6,   // 23: grackle.v1.RefreshSemaphoreLeaseResponse.lease:type_name -> grackle.v1.SemaphoreLease
-	6,   // 24: grackle.v1.ListSemaphoreLeasesResponse.leases:type_name -> grackle.v1.SemaphoreLease
-	43,  // 25: grackle.v1.ListSemaphoreWaitersResponse.waiters:type_name -> grackle.v1.SemaphoreWaiter
-	4,   // 26: grackle.v1.WatchSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
-	5,   // 27: grackle.v1.WatchSemaphoreResponse.holders:type_name -> grackle.v1.SemaphoreHolder
-	43,  // 28: grackle.v1.WatchSemaphoreResponse.waiters:type_name -> grackle.v1.SemaphoreWaiter
-	48,  // 29: grackle.v1.GetClusterStatusResponse.members:type_name -> grackle.v1.Member
-	48,  // 30: grackle.v1.AddMemberResponse.members:type_name -> grackle.v1.Member
-	48,  // 31: grackle.v1.RemoveMemberResponse.members:type_name -> grackle.v1.Member
-	98,  // 32: grackle.v1.LockLease.metadata:type_name -> grackle.v1.LockLease.MetadataEntry
-	99,  // 33: grackle.v1.LockHolder.metadata:type_name -> grackle.v1.LockHolder.MetadataEntry
+	8,   // 18: grackle.v1.AcquireSemaphoreResponse.holder:type_name -> grackle.v1.SemaphoreHolder
+	7,   // 19: grackle.v1.ReleaseSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
+	8,   // 20: grackle.v1.ListSemaphoreHoldersResponse.holders:type_name -> grackle.v1.SemaphoreHolder
+	9,   // 21: grackle.v1.CreateSemaphoreLeaseResponse.lease:type_name -> grackle.v1.SemaphoreLease
+	9,   // 22: grackle.v1.GetSemaphoreLeaseResponse.lease:type_name -> grackle.v1.SemaphoreLease
+	9,   // 23: grackle.v1.RefreshSemaphoreLeaseResponse.lease:type_name -> grackle.v1.SemaphoreLease
+	9,   // 24: grackle.v1.ListSemaphoreLeasesResponse.leases:type_name -> grackle.v1.SemaphoreLease
+	46,  // 25: grackle.v1.ListSemaphoreWaitersResponse.waiters:type_name -> grackle.v1.SemaphoreWaiter
+	7,   // 26: grackle.v1.WatchSemaphoreResponse.semaphore:type_name -> grackle.v1.Semaphore
+	8,   // 27: grackle.v1.WatchSemaphoreResponse.holders:type_name -> grackle.v1.SemaphoreHolder
+	46,  // 28: grackle.v1.WatchSemaphoreResponse.waiters:type_name -> grackle.v1.SemaphoreWaiter
+	51,  // 29: grackle.v1.GetClusterStatusResponse.members:type_name -> grackle.v1.Member
+	51,  // 30: grackle.v1.AddMemberResponse.members:type_name -> grackle.v1.Member
+	51,  // 31: grackle.v1.RemoveMemberResponse.members:type_name -> grackle.v1.Member
+	137, // 32: grackle.v1.LockLease.metadata:type_name -> grackle.v1.LockLease.MetadataEntry
+	138, // 33: grackle.v1.LockHolder.metadata:type_name -> grackle.v1.LockHolder.MetadataEntry
 	1,   // 34: grackle.v1.Lock.state:type_name -> grackle.v1.LockState
-	63,  // 35: grackle.v1.Lock.holders:type_name -> grackle.v1.LockHolder
-	100, // 36: grackle.v1.CreateLockLeaseRequest.metadata:type_name -> grackle.v1.CreateLockLeaseRequest.MetadataEntry
-	62,  // 37: grackle.v1.CreateLockLeaseResponse.lease:type_name -> grackle.v1.LockLease
-	62,  // 38: grackle.v1.GetLockLeaseResponse.lease:type_name -> grackle.v1.LockLease
-	62,  // 39: grackle.v1.RefreshLockLeaseResponse.lease:type_name -> grackle.v1.LockLease
-	62,  // 40: grackle.v1.ListLockLeasesResponse.leases:type_name -> grackle.v1.LockLease
-	101, // 41: grackle.v1.AcquireLockRequest.metadata:type_name -> grackle.v1.AcquireLockRequest.MetadataEntry
-	64,  // 42: grackle.v1.AcquireLockResponse.lock:type_name -> grackle.v1.Lock
+	66,  // 35: grackle.v1.Lock.holders:type_name -> grackle.v1.LockHolder
+	139, // 36: grackle.v1.CreateLockLeaseRequest.metadata:type_name -> grackle.v1.CreateLockLeaseRequest.MetadataEntry
+	65,  // 37: grackle.v1.CreateLockLeaseResponse.lease:type_name -> grackle.v1.LockLease
+	65,  // 38: grackle.v1.GetLockLeaseResponse.lease:type_name -> grackle.v1.LockLease
+	65,  // 39: grackle.v1.RefreshLockLeaseResponse.lease:type_name -> grackle.v1.LockLease
+	65,  // 40: grackle.v1.ListLockLeasesResponse.leases:type_name -> grackle.v1.LockLease
+	140, // 41: grackle.v1.AcquireLockRequest.metadata:type_name -> grackle.v1.AcquireLockRequest.MetadataEntry
+	67,  // 42: grackle.v1.AcquireLockResponse.lock:type_name -> grackle.v1.Lock
 	0,   // 43: grackle.v1.AcquireLockResponse.outcome:type_name -> grackle.v1.AcquireOutcome
-	63,  // 44: grackle.v1.AcquireLockResponse.holder:type_name -> grackle.v1.LockHolder
+	66,  // 44: grackle.v1.AcquireLockResponse.holder:type_name -> grackle.v1.LockHolder
 	2,   // 45: grackle.v1.AcquireLockResponse.reason:type_name -> grackle.v1.ContentionReason
-	64,  // 46: grackle.v1.ReleaseLockResponse.lock:type_name -> grackle.v1.Lock
-	64,  // 47: grackle.v1.GetLockResponse.lock:type_name -> grackle.v1.Lock
-	64,  // 48: grackle.v1.ListLocksResponse.locks:type_name -> grackle.v1.Lock
-	85,  // 49: grackle.v1.ListLockWaitersResponse.waiters:type_name -> grackle.v1.LockWaiter
-	64,  // 50: grackle.v1.WatchLockResponse.lock:type_name -> grackle.v1.Lock
-	85,  // 51: grackle.v1.WatchLockResponse.waiters:type_name -> grackle.v1.LockWaiter
-	7,   // 52: grackle.v1.GrackleService.CreateNamespace:input_type -> grackle.v1.CreateNamespaceRequest
-	9,   // 53: grackle.v1.GrackleService.GetNamespace:input_type -> grackle.v1.GetNamespaceRequest
-	11,  // 54: grackle.v1.GrackleService.ListNamespaces:input_type -> grackle.v1.ListNamespacesRequest
-	13,  // 55: grackle.v1.GrackleService.UpdateNamespace:input_type -> grackle.v1.UpdateNamespaceRequest
-	15,  // 56: grackle.v1.GrackleService.DeleteNamespace:input_type -> grackle.v1.DeleteNamespaceRequest
-	17,  // 57: grackle.v1.GrackleService.CreateSemaphore:input_type -> grackle.v1.CreateSemaphoreRequest
-	19,  // 58: grackle.v1.GrackleService.GetSemaphore:input_type -> grackle.v1.GetSemaphoreRequest
-	21,  // 59: grackle.v1.GrackleService.ListSemaphores:input_type -> grackle.v1.ListSemaphoresRequest
-	23,  // 60: grackle.v1.GrackleService.UpdateSemaphore:input_type -> grackle.v1.UpdateSemaphoreRequest
-	25,  // 61: grackle.v1.GrackleService.DeleteSemaphore:input_type -> grackle.v1.DeleteSemaphoreRequest
-	27,  // 62: grackle.v1.GrackleService.AcquireSemaphore:input_type -> grackle.v1.AcquireSemaphoreRequest
-	29,  // 63: grackle.v1.GrackleService.ReleaseSemaphore:input_type -> grackle.v1.ReleaseSemaphoreRequest
-	31,  // 64: grackle.v1.GrackleService.ListSemaphoreHolders:input_type -> grackle.v1.ListSemaphoreHoldersRequest
-	33,  // 65: grackle.v1.GrackleService.CreateSemaphoreLease:input_type -> grackle.v1.CreateSemaphoreLeaseRequest
-	35,  // 66: grackle.v1.GrackleService.GetSemaphoreLease:input_type -> grackle.v1.GetSemaphoreLeaseRequest
-	37,  // 67: grackle.v1.GrackleService.RefreshSemaphoreLease:input_type -> grackle.v1.RefreshSemaphoreLeaseRequest
-	39,  // 68: grackle.v1.GrackleService.RevokeSemaphoreLease:input_type -> grackle.v1.RevokeSemaphoreLeaseRequest
-	41,  // 69: grackle.v1.GrackleService.ListSemaphoreLeases:input_type -> grackle.v1.ListSemaphoreLeasesRequest
-	44,  // 70: grackle.v1.GrackleService.ListSemaphoreWaiters:input_type -> grackle.v1.ListSemaphoreWaitersRequest
-	46,  // 71: grackle.v1.GrackleService.WatchSemaphore:input_type -> grackle.v1.WatchSemaphoreRequest
-	65,  // 72: grackle.v1.GrackleService.CreateLockLease:input_type -> grackle.v1.CreateLockLeaseRequest
-	67,  // 73: grackle.v1.GrackleService.GetLockLease:input_type -> grackle.v1.GetLockLeaseRequest
-	69,  // 74: grackle.v1.GrackleService.RefreshLockLease:input_type -> grackle.v1.RefreshLockLeaseRequest
-	71,  // 75: grackle.v1.GrackleService.RevokeLockLease:input_type -> grackle.v1.RevokeLockLeaseRequest
-	73,  // 76: grackle.v1.GrackleService.ListLockLeases:input_type -> grackle.v1.ListLockLeasesRequest
-	75,  // 77: grackle.v1.GrackleService.AcquireLock:input_type -> grackle.v1.AcquireLockRequest
-	77,  // 78: grackle.v1.GrackleService.ReleaseLock:input_type -> grackle.v1.ReleaseLockRequest
-	79,  // 79: grackle.v1.GrackleService.GetLock:input_type -> grackle.v1.GetLockRequest
-	81,  // 80: grackle.v1.GrackleService.ListLocks:input_type -> grackle.v1.ListLocksRequest
-	83,  // 81: grackle.v1.GrackleService.DeleteLock:input_type -> grackle.v1.DeleteLockRequest
-	86,  // 82: grackle.v1.GrackleService.ListLockWaiters:input_type -> grackle.v1.ListLockWaitersRequest
-	88,  // 83: grackle.v1.GrackleService.WatchLock:input_type -> grackle.v1.WatchLockRequest
-	49,  // 84: grackle.v1.ClusterService.GetClusterStatus:input_type -> grackle.v1.GetClusterStatusRequest
-	51,  // 85: grackle.v1.ClusterService.AddMember:input_type -> grackle.v1.AddMemberRequest
-	53,  // 86: grackle.v1.ClusterService.RemoveMember:input_type -> grackle.v1.RemoveMemberRequest
-	55,  // 87: grackle.v1.ClusterService.TransferLeadership:input_type -> grackle.v1.TransferLeadershipRequest
-	57,  // 88: grackle.v1.ClusterService.GetNodeInfo:input_type -> grackle.v1.GetNodeInfoRequest
-	59,  // 89: grackle.v1.ClusterService.SaveSnapshot:input_type -> grackle.v1.SaveSnapshotRequest
-	8,   // 90: grackle.v1.GrackleService.CreateNamespace:output_type -> grackle.v1.CreateNamespaceResponse
-	10,  // 91: grackle.v1.GrackleService.GetNamespace:output_type -> grackle.v1.GetNamespaceResponse
-	12,  // 92: grackle.v1.GrackleService.ListNamespaces:output_type -> grackle.v1.ListNamespacesResponse
-	14,  // 93: grackle.v1.GrackleService.UpdateNamespace:output_type -> grackle.v1.UpdateNamespaceResponse
-	16,  // 94: grackle.v1.GrackleService.DeleteNamespace:output_type -> grackle.v1.DeleteNamespaceResponse
-	18,  // 95: grackle.v1.GrackleService.CreateSemaphore:output_type -> grackle.v1.CreateSemaphoreResponse
-	20,  // 96: grackle.v1.GrackleService.GetSemaphore:output_type -> grackle.v1.GetSemaphoreResponse
-	22,  // 97: grackle.v1.GrackleService.ListSemaphores:output_type -> grackle.v1.ListSemaphoresResponse
-	24,  // 98: grackle.v1.GrackleService.UpdateSemaphore:output_type -> grackle.v1.UpdateSemaphoreResponse
-	26,  // 99: grackle.v1.GrackleService.DeleteSemaphore:output_type -> grackle.v1.DeleteSemaphoreResponse
-	28,  // 100: grackle.v1.GrackleService.AcquireSemaphore:output_type -> grackle.v1.AcquireSemaphoreResponse
-	30,  // 101: grackle.v1.GrackleService.ReleaseSemaphore:output_type -> grackle.v1.ReleaseSemaphoreResponse
-	32,  // 102: grackle.v1.GrackleService.ListSemaphoreHolders:output_type -> grackle.v1.ListSemaphoreHoldersResponse
-	34,  // 103: grackle.v1.GrackleService.CreateSemaphoreLease:output_type -> grackle.v1.CreateSemaphoreLeaseResponse
-	36,  // 104: grackle.v1.GrackleService.GetSemaphoreLease:output_type -> grackle.v1.GetSemaphoreLeaseResponse
-	38,  // 105: grackle.v1.GrackleService.RefreshSemaphoreLease:output_type -> grackle.v1.RefreshSemaphoreLeaseResponse
-	40,  // 106: grackle.v1.GrackleService.RevokeSemaphoreLease:output_type -> grackle.v1.RevokeSemaphoreLeaseResponse
-	42,  // 107: grackle.v1.GrackleService.ListSemaphoreLeases:output_type -> grackle.v1.ListSemaphoreLeasesResponse
-	45,  // 108: grackle.v1.GrackleService.ListSemaphoreWaiters:output_type -> grackle.v1.ListSemaphoreWaitersResponse
-	47,  // 109: grackle.v1.GrackleService.WatchSemaphore:output_type -> grackle.v1.WatchSemaphoreResponse
-	66,  // 110: grackle.v1.GrackleService.CreateLockLease:output_type -> grackle.v1.CreateLockLeaseResponse
-	68,  // 111: grackle.v1.GrackleService.GetLockLease:output_type -> grackle.v1.GetLockLeaseResponse
-	70,  // 112: grackle.v1.GrackleService.RefreshLockLease:output_type -> grackle.v1.RefreshLockLeaseResponse
-	72,  // 113: grackle.v1.GrackleService.RevokeLockLease:output_type -> grackle.v1.RevokeLockLeaseResponse
-	74,  // 114: grackle.v1.GrackleService.ListLockLeases:output_type -> grackle.v1.ListLockLeasesResponse
-	76,  // 115: grackle.v1.GrackleService.AcquireLock:output_type -> grackle.v1.AcquireLockResponse
-	78,  // 116: grackle.v1.GrackleService.ReleaseLock:output_type -> grackle.v1.ReleaseLockResponse
-	80,  // 117: grackle.v1.GrackleService.GetLock:output_type -> grackle.v1.GetLockResponse
-	82,  // 118: grackle.v1.GrackleService.ListLocks:output_type -> grackle.v1.ListLocksResponse
-	84,  // 119: grackle.v1.GrackleService.DeleteLock:output_type -> grackle.v1.DeleteLockResponse
-	87,  // 120: grackle.v1.GrackleService.ListLockWaiters:output_type -> grackle.v1.ListLockWaitersResponse
-	89,  // 121: grackle.v1.GrackleService.WatchLock:output_type -> grackle.v1.WatchLockResponse
-	50,  // 122: grackle.v1.ClusterService.GetClusterStatus:output_type -> grackle.v1.GetClusterStatusResponse
-	52,  // 123: grackle.v1.ClusterService.AddMember:output_type -> grackle.v1.AddMemberResponse
-	54,  // 124: grackle.v1.ClusterService.RemoveMember:output_type -> grackle.v1.RemoveMemberResponse
-	56,  // 125: grackle.v1.ClusterService.TransferLeadership:output_type -> grackle.v1.TransferLeadershipResponse
-	58,  // 126: grackle.v1.ClusterService.GetNodeInfo:output_type -> grackle.v1.GetNodeInfoResponse
-	60,  // 127: grackle.v1.ClusterService.SaveSnapshot:output_type -> grackle.v1.SaveSnapshotResponse
-	90,  // [90:128] is the sub-list for method output_type
-	52,  // [52:90] is the sub-list for method input_type
-	52,  // [52:52] is the sub-list for extension type_name
-	52,  // [52:52] is the sub-list for extension extendee
-	0,   // [0:52] is the sub-list for field type_name
+	67,  // 46: grackle.v1.ReleaseLockResponse.lock:type_name -> grackle.v1.Lock
+	67,  // 47: grackle.v1.GetLockResponse.lock:type_name -> grackle.v1.Lock
+	67,  // 48: grackle.v1.ListLocksResponse.locks:type_name -> grackle.v1.Lock
+	88,  // 49: grackle.v1.ListLockWaitersResponse.waiters:type_name -> grackle.v1.LockWaiter
+	67,  // 50: grackle.v1.WatchLockResponse.lock:type_name -> grackle.v1.Lock
+	88,  // 51: grackle.v1.WatchLockResponse.waiters:type_name -> grackle.v1.LockWaiter
+	3,   // 52: grackle.v1.WaitGroup.status:type_name -> grackle.v1.WaitGroupStatus
+	141, // 53: grackle.v1.WaitGroup.metadata:type_name -> grackle.v1.WaitGroup.MetadataEntry
+	142, // 54: grackle.v1.WaitGroupJob.metadata:type_name -> grackle.v1.WaitGroupJob.MetadataEntry
+	143, // 55: grackle.v1.CreateWaitGroupRequest.metadata:type_name -> grackle.v1.CreateWaitGroupRequest.MetadataEntry
+	93,  // 56: grackle.v1.CreateWaitGroupResponse.wait_group:type_name -> grackle.v1.WaitGroup
+	93,  // 57: grackle.v1.GetWaitGroupResponse.wait_group:type_name -> grackle.v1.WaitGroup
+	93,  // 58: grackle.v1.ListWaitGroupsResponse.wait_groups:type_name -> grackle.v1.WaitGroup
+	144, // 59: grackle.v1.UpdateWaitGroupRequest.metadata:type_name -> grackle.v1.UpdateWaitGroupRequest.MetadataEntry
+	93,  // 60: grackle.v1.UpdateWaitGroupResponse.wait_group:type_name -> grackle.v1.WaitGroup
+	94,  // 61: grackle.v1.CompleteJobsFromWaitGroupRequest.jobs:type_name -> grackle.v1.WaitGroupJob
+	93,  // 62: grackle.v1.CompleteJobsFromWaitGroupResponse.wait_group:type_name -> grackle.v1.WaitGroup
+	94,  // 63: grackle.v1.ListWaitGroupCompletedJobsResponse.jobs:type_name -> grackle.v1.WaitGroupJob
+	93,  // 64: grackle.v1.WaitForWaitGroupResponse.wait_group:type_name -> grackle.v1.WaitGroup
+	4,   // 65: grackle.v1.WaitForWaitGroupResponse.outcome:type_name -> grackle.v1.WaitGroupWaitOutcome
+	145, // 66: grackle.v1.Barrier.metadata:type_name -> grackle.v1.Barrier.MetadataEntry
+	146, // 67: grackle.v1.BarrierParticipant.metadata:type_name -> grackle.v1.BarrierParticipant.MetadataEntry
+	147, // 68: grackle.v1.CreateBarrierRequest.metadata:type_name -> grackle.v1.CreateBarrierRequest.MetadataEntry
+	111, // 69: grackle.v1.CreateBarrierResponse.barrier:type_name -> grackle.v1.Barrier
+	111, // 70: grackle.v1.GetBarrierResponse.barrier:type_name -> grackle.v1.Barrier
+	111, // 71: grackle.v1.ListBarriersResponse.barriers:type_name -> grackle.v1.Barrier
+	148, // 72: grackle.v1.UpdateBarrierRequest.metadata:type_name -> grackle.v1.UpdateBarrierRequest.MetadataEntry
+	111, // 73: grackle.v1.UpdateBarrierResponse.barrier:type_name -> grackle.v1.Barrier
+	149, // 74: grackle.v1.ArriveAtBarrierRequest.metadata:type_name -> grackle.v1.ArriveAtBarrierRequest.MetadataEntry
+	111, // 75: grackle.v1.ArriveAtBarrierResponse.barrier:type_name -> grackle.v1.Barrier
+	111, // 76: grackle.v1.WaitAtBarrierResponse.barrier:type_name -> grackle.v1.Barrier
+	5,   // 77: grackle.v1.WaitAtBarrierResponse.outcome:type_name -> grackle.v1.BarrierWaitOutcome
+	112, // 78: grackle.v1.ListBarrierParticipantsResponse.participants:type_name -> grackle.v1.BarrierParticipant
+	10,  // 79: grackle.v1.GrackleService.CreateNamespace:input_type -> grackle.v1.CreateNamespaceRequest
+	12,  // 80: grackle.v1.GrackleService.GetNamespace:input_type -> grackle.v1.GetNamespaceRequest
+	14,  // 81: grackle.v1.GrackleService.ListNamespaces:input_type -> grackle.v1.ListNamespacesRequest
+	16,  // 82: grackle.v1.GrackleService.UpdateNamespace:input_type -> grackle.v1.UpdateNamespaceRequest
+	18,  // 83: grackle.v1.GrackleService.DeleteNamespace:input_type -> grackle.v1.DeleteNamespaceRequest
+	20,  // 84: grackle.v1.GrackleService.CreateSemaphore:input_type -> grackle.v1.CreateSemaphoreRequest
+	22,  // 85: grackle.v1.GrackleService.GetSemaphore:input_type -> grackle.v1.GetSemaphoreRequest
+	24,  // 86: grackle.v1.GrackleService.ListSemaphores:input_type -> grackle.v1.ListSemaphoresRequest
+	26,  // 87: grackle.v1.GrackleService.UpdateSemaphore:input_type -> grackle.v1.UpdateSemaphoreRequest
+	28,  // 88: grackle.v1.GrackleService.DeleteSemaphore:input_type -> grackle.v1.DeleteSemaphoreRequest
+	30,  // 89: grackle.v1.GrackleService.AcquireSemaphore:input_type -> grackle.v1.AcquireSemaphoreRequest
+	32,  // 90: grackle.v1.GrackleService.ReleaseSemaphore:input_type -> grackle.v1.ReleaseSemaphoreRequest
+	34,  // 91: grackle.v1.GrackleService.ListSemaphoreHolders:input_type -> grackle.v1.ListSemaphoreHoldersRequest
+	36,  // 92: grackle.v1.GrackleService.CreateSemaphoreLease:input_type -> grackle.v1.CreateSemaphoreLeaseRequest
+	38,  // 93: grackle.v1.GrackleService.GetSemaphoreLease:input_type -> grackle.v1.GetSemaphoreLeaseRequest
+	40,  // 94: grackle.v1.GrackleService.RefreshSemaphoreLease:input_type -> grackle.v1.RefreshSemaphoreLeaseRequest
+	42,  // 95: grackle.v1.GrackleService.RevokeSemaphoreLease:input_type -> grackle.v1.RevokeSemaphoreLeaseRequest
+	44,  // 96: grackle.v1.GrackleService.ListSemaphoreLeases:input_type -> grackle.v1.ListSemaphoreLeasesRequest
+	47,  // 97: grackle.v1.GrackleService.ListSemaphoreWaiters:input_type -> grackle.v1.ListSemaphoreWaitersRequest
+	49,  // 98: grackle.v1.GrackleService.WatchSemaphore:input_type -> grackle.v1.WatchSemaphoreRequest
+	68,  // 99: grackle.v1.GrackleService.CreateLockLease:input_type -> grackle.v1.CreateLockLeaseRequest
+	70,  // 100: grackle.v1.GrackleService.GetLockLease:input_type -> grackle.v1.GetLockLeaseRequest
+	72,  // 101: grackle.v1.GrackleService.RefreshLockLease:input_type -> grackle.v1.RefreshLockLeaseRequest
+	74,  // 102: grackle.v1.GrackleService.RevokeLockLease:input_type -> grackle.v1.RevokeLockLeaseRequest
+	76,  // 103: grackle.v1.GrackleService.ListLockLeases:input_type -> grackle.v1.ListLockLeasesRequest
+	78,  // 104: grackle.v1.GrackleService.AcquireLock:input_type -> grackle.v1.AcquireLockRequest
+	80,  // 105: grackle.v1.GrackleService.ReleaseLock:input_type -> grackle.v1.ReleaseLockRequest
+	82,  // 106: grackle.v1.GrackleService.GetLock:input_type -> grackle.v1.GetLockRequest
+	84,  // 107: grackle.v1.GrackleService.ListLocks:input_type -> grackle.v1.ListLocksRequest
+	86,  // 108: grackle.v1.GrackleService.DeleteLock:input_type -> grackle.v1.DeleteLockRequest
+	89,  // 109: grackle.v1.GrackleService.ListLockWaiters:input_type -> grackle.v1.ListLockWaitersRequest
+	91,  // 110: grackle.v1.GrackleService.WatchLock:input_type -> grackle.v1.WatchLockRequest
+	95,  // 111: grackle.v1.GrackleService.CreateWaitGroup:input_type -> grackle.v1.CreateWaitGroupRequest
+	97,  // 112: grackle.v1.GrackleService.GetWaitGroup:input_type -> grackle.v1.GetWaitGroupRequest
+	99,  // 113: grackle.v1.GrackleService.ListWaitGroups:input_type -> grackle.v1.ListWaitGroupsRequest
+	101, // 114: grackle.v1.GrackleService.UpdateWaitGroup:input_type -> grackle.v1.UpdateWaitGroupRequest
+	103, // 115: grackle.v1.GrackleService.DeleteWaitGroup:input_type -> grackle.v1.DeleteWaitGroupRequest
+	105, // 116: grackle.v1.GrackleService.CompleteJobsFromWaitGroup:input_type -> grackle.v1.CompleteJobsFromWaitGroupRequest
+	107, // 117: grackle.v1.GrackleService.ListWaitGroupCompletedJobs:input_type -> grackle.v1.ListWaitGroupCompletedJobsRequest
+	109, // 118: grackle.v1.GrackleService.WaitForWaitGroup:input_type -> grackle.v1.WaitForWaitGroupRequest
+	113, // 119: grackle.v1.GrackleService.CreateBarrier:input_type -> grackle.v1.CreateBarrierRequest
+	115, // 120: grackle.v1.GrackleService.GetBarrier:input_type -> grackle.v1.GetBarrierRequest
+	117, // 121: grackle.v1.GrackleService.ListBarriers:input_type -> grackle.v1.ListBarriersRequest
+	119, // 122: grackle.v1.GrackleService.UpdateBarrier:input_type -> grackle.v1.UpdateBarrierRequest
+	121, // 123: grackle.v1.GrackleService.DeleteBarrier:input_type -> grackle.v1.DeleteBarrierRequest
+	123, // 124: grackle.v1.GrackleService.ArriveAtBarrier:input_type -> grackle.v1.ArriveAtBarrierRequest
+	125, // 125: grackle.v1.GrackleService.WaitAtBarrier:input_type -> grackle.v1.WaitAtBarrierRequest
+	127, // 126: grackle.v1.GrackleService.ListBarrierParticipants:input_type -> grackle.v1.ListBarrierParticipantsRequest
+	52,  // 127: grackle.v1.ClusterService.GetClusterStatus:input_type -> grackle.v1.GetClusterStatusRequest
+	54,  // 128: grackle.v1.ClusterService.AddMember:input_type -> grackle.v1.AddMemberRequest
+	56,  // 129: grackle.v1.ClusterService.RemoveMember:input_type -> grackle.v1.RemoveMemberRequest
+	58,  // 130: grackle.v1.ClusterService.TransferLeadership:input_type -> grackle.v1.TransferLeadershipRequest
+	60,  // 131: grackle.v1.ClusterService.GetNodeInfo:input_type -> grackle.v1.GetNodeInfoRequest
+	62,  // 132: grackle.v1.ClusterService.SaveSnapshot:input_type -> grackle.v1.SaveSnapshotRequest
+	11,  // 133: grackle.v1.GrackleService.CreateNamespace:output_type -> grackle.v1.CreateNamespaceResponse
+	13,  // 134: grackle.v1.GrackleService.GetNamespace:output_type -> grackle.v1.GetNamespaceResponse
+	15,  // 135: grackle.v1.GrackleService.ListNamespaces:output_type -> grackle.v1.ListNamespacesResponse
+	17,  // 136: grackle.v1.GrackleService.UpdateNamespace:output_type -> grackle.v1.UpdateNamespaceResponse
+	19,  // 137: grackle.v1.GrackleService.DeleteNamespace:output_type -> grackle.v1.DeleteNamespaceResponse
+	21,  // 138: grackle.v1.GrackleService.CreateSemaphore:output_type -> grackle.v1.CreateSemaphoreResponse
+	23,  // 139: grackle.v1.GrackleService.GetSemaphore:output_type -> grackle.v1.GetSemaphoreResponse
+	25,  // 140: grackle.v1.GrackleService.ListSemaphores:output_type -> grackle.v1.ListSemaphoresResponse
+	27,  // 141: grackle.v1.GrackleService.UpdateSemaphore:output_type -> grackle.v1.UpdateSemaphoreResponse
+	29,  // 142: grackle.v1.GrackleService.DeleteSemaphore:output_type -> grackle.v1.DeleteSemaphoreResponse
+	31,  // 143: grackle.v1.GrackleService.AcquireSemaphore:output_type -> grackle.v1.AcquireSemaphoreResponse
+	33,  // 144: grackle.v1.GrackleService.ReleaseSemaphore:output_type -> grackle.v1.ReleaseSemaphoreResponse
+	35,  // 145: grackle.v1.GrackleService.ListSemaphoreHolders:output_type -> grackle.v1.ListSemaphoreHoldersResponse
+	37,  // 146: grackle.v1.GrackleService.CreateSemaphoreLease:output_type -> grackle.v1.CreateSemaphoreLeaseResponse
+	39,  // 147: grackle.v1.GrackleService.GetSemaphoreLease:output_type -> grackle.v1.GetSemaphoreLeaseResponse
+	41,  // 148: grackle.v1.GrackleService.RefreshSemaphoreLease:output_type -> grackle.v1.RefreshSemaphoreLeaseResponse
+	43,  // 149: grackle.v1.GrackleService.RevokeSemaphoreLease:output_type -> grackle.v1.RevokeSemaphoreLeaseResponse
+	45,  // 150: grackle.v1.GrackleService.ListSemaphoreLeases:output_type -> grackle.v1.ListSemaphoreLeasesResponse
+	48,  // 151: grackle.v1.GrackleService.ListSemaphoreWaiters:output_type -> grackle.v1.ListSemaphoreWaitersResponse
+	50,  // 152: grackle.v1.GrackleService.WatchSemaphore:output_type -> grackle.v1.WatchSemaphoreResponse
+	69,  // 153: grackle.v1.GrackleService.CreateLockLease:output_type -> grackle.v1.CreateLockLeaseResponse
+	71,  // 154: grackle.v1.GrackleService.GetLockLease:output_type -> grackle.v1.GetLockLeaseResponse
+	73,  // 155: grackle.v1.GrackleService.RefreshLockLease:output_type -> grackle.v1.RefreshLockLeaseResponse
+	75,  // 156: grackle.v1.GrackleService.RevokeLockLease:output_type -> grackle.v1.RevokeLockLeaseResponse
+	77,  // 157: grackle.v1.GrackleService.ListLockLeases:output_type -> grackle.v1.ListLockLeasesResponse
+	79,  // 158: grackle.v1.GrackleService.AcquireLock:output_type -> grackle.v1.AcquireLockResponse
+	81,  // 159: grackle.v1.GrackleService.ReleaseLock:output_type -> grackle.v1.ReleaseLockResponse
+	83,  // 160: grackle.v1.GrackleService.GetLock:output_type -> grackle.v1.GetLockResponse
+	85,  // 161: grackle.v1.GrackleService.ListLocks:output_type -> grackle.v1.ListLocksResponse
+	87,  // 162: grackle.v1.GrackleService.DeleteLock:output_type -> grackle.v1.DeleteLockResponse
+	90,  // 163: grackle.v1.GrackleService.ListLockWaiters:output_type -> grackle.v1.ListLockWaitersResponse
+	92,  // 164: grackle.v1.GrackleService.WatchLock:output_type -> grackle.v1.WatchLockResponse
+	96,  // 165: grackle.v1.GrackleService.CreateWaitGroup:output_type -> grackle.v1.CreateWaitGroupResponse
+	98,  // 166: grackle.v1.GrackleService.GetWaitGroup:output_type -> grackle.v1.GetWaitGroupResponse
+	100, // 167: grackle.v1.GrackleService.ListWaitGroups:output_type -> grackle.v1.ListWaitGroupsResponse
+	102, // 168: grackle.v1.GrackleService.UpdateWaitGroup:output_type -> grackle.v1.UpdateWaitGroupResponse
+	104, // 169: grackle.v1.GrackleService.DeleteWaitGroup:output_type -> grackle.v1.DeleteWaitGroupResponse
+	106, // 170: grackle.v1.GrackleService.CompleteJobsFromWaitGroup:output_type -> grackle.v1.CompleteJobsFromWaitGroupResponse
+	108, // 171: grackle.v1.GrackleService.ListWaitGroupCompletedJobs:output_type -> grackle.v1.ListWaitGroupCompletedJobsResponse
+	110, // 172: grackle.v1.GrackleService.WaitForWaitGroup:output_type -> grackle.v1.WaitForWaitGroupResponse
+	114, // 173: grackle.v1.GrackleService.CreateBarrier:output_type -> grackle.v1.CreateBarrierResponse
+	116, // 174: grackle.v1.GrackleService.GetBarrier:output_type -> grackle.v1.GetBarrierResponse
+	118, // 175: grackle.v1.GrackleService.ListBarriers:output_type -> grackle.v1.ListBarriersResponse
+	120, // 176: grackle.v1.GrackleService.UpdateBarrier:output_type -> grackle.v1.UpdateBarrierResponse
+	122, // 177: grackle.v1.GrackleService.DeleteBarrier:output_type -> grackle.v1.DeleteBarrierResponse
+	124, // 178: grackle.v1.GrackleService.ArriveAtBarrier:output_type -> grackle.v1.ArriveAtBarrierResponse
+	126, // 179: grackle.v1.GrackleService.WaitAtBarrier:output_type -> grackle.v1.WaitAtBarrierResponse
+	128, // 180: grackle.v1.GrackleService.ListBarrierParticipants:output_type -> grackle.v1.ListBarrierParticipantsResponse
+	53,  // 181: grackle.v1.ClusterService.GetClusterStatus:output_type -> grackle.v1.GetClusterStatusResponse
+	55,  // 182: grackle.v1.ClusterService.AddMember:output_type -> grackle.v1.AddMemberResponse
+	57,  // 183: grackle.v1.ClusterService.RemoveMember:output_type -> grackle.v1.RemoveMemberResponse
+	59,  // 184: grackle.v1.ClusterService.TransferLeadership:output_type -> grackle.v1.TransferLeadershipResponse
+	61,  // 185: grackle.v1.ClusterService.GetNodeInfo:output_type -> grackle.v1.GetNodeInfoResponse
+	63,  // 186: grackle.v1.ClusterService.SaveSnapshot:output_type -> grackle.v1.SaveSnapshotResponse
+	133, // [133:187] is the sub-list for method output_type
+	79,  // [79:133] is the sub-list for method input_type
+	79,  // [79:79] is the sub-list for extension type_name
+	79,  // [79:79] is the sub-list for extension extendee
+	0,   // [0:79] is the sub-list for field type_name
 }
 
 func init() { file_grackle_v1_grackle_proto_init() }
@@ -6311,8 +9153,8 @@ func file_grackle_v1_grackle_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grackle_v1_grackle_proto_rawDesc), len(file_grackle_v1_grackle_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   99,
+			NumEnums:      6,
+			NumMessages:   144,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -22,38 +22,54 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	GrackleService_CreateNamespace_FullMethodName       = "/grackle.v1.GrackleService/CreateNamespace"
-	GrackleService_GetNamespace_FullMethodName          = "/grackle.v1.GrackleService/GetNamespace"
-	GrackleService_ListNamespaces_FullMethodName        = "/grackle.v1.GrackleService/ListNamespaces"
-	GrackleService_UpdateNamespace_FullMethodName       = "/grackle.v1.GrackleService/UpdateNamespace"
-	GrackleService_DeleteNamespace_FullMethodName       = "/grackle.v1.GrackleService/DeleteNamespace"
-	GrackleService_CreateSemaphore_FullMethodName       = "/grackle.v1.GrackleService/CreateSemaphore"
-	GrackleService_GetSemaphore_FullMethodName          = "/grackle.v1.GrackleService/GetSemaphore"
-	GrackleService_ListSemaphores_FullMethodName        = "/grackle.v1.GrackleService/ListSemaphores"
-	GrackleService_UpdateSemaphore_FullMethodName       = "/grackle.v1.GrackleService/UpdateSemaphore"
-	GrackleService_DeleteSemaphore_FullMethodName       = "/grackle.v1.GrackleService/DeleteSemaphore"
-	GrackleService_AcquireSemaphore_FullMethodName      = "/grackle.v1.GrackleService/AcquireSemaphore"
-	GrackleService_ReleaseSemaphore_FullMethodName      = "/grackle.v1.GrackleService/ReleaseSemaphore"
-	GrackleService_ListSemaphoreHolders_FullMethodName  = "/grackle.v1.GrackleService/ListSemaphoreHolders"
-	GrackleService_CreateSemaphoreLease_FullMethodName  = "/grackle.v1.GrackleService/CreateSemaphoreLease"
-	GrackleService_GetSemaphoreLease_FullMethodName     = "/grackle.v1.GrackleService/GetSemaphoreLease"
-	GrackleService_RefreshSemaphoreLease_FullMethodName = "/grackle.v1.GrackleService/RefreshSemaphoreLease"
-	GrackleService_RevokeSemaphoreLease_FullMethodName  = "/grackle.v1.GrackleService/RevokeSemaphoreLease"
-	GrackleService_ListSemaphoreLeases_FullMethodName   = "/grackle.v1.GrackleService/ListSemaphoreLeases"
-	GrackleService_ListSemaphoreWaiters_FullMethodName  = "/grackle.v1.GrackleService/ListSemaphoreWaiters"
-	GrackleService_WatchSemaphore_FullMethodName        = "/grackle.v1.GrackleService/WatchSemaphore"
-	GrackleService_CreateLockLease_FullMethodName       = "/grackle.v1.GrackleService/CreateLockLease"
-	GrackleService_GetLockLease_FullMethodName          = "/grackle.v1.GrackleService/GetLockLease"
-	GrackleService_RefreshLockLease_FullMethodName      = "/grackle.v1.GrackleService/RefreshLockLease"
-	GrackleService_RevokeLockLease_FullMethodName       = "/grackle.v1.GrackleService/RevokeLockLease"
-	GrackleService_ListLockLeases_FullMethodName        = "/grackle.v1.GrackleService/ListLockLeases"
-	GrackleService_AcquireLock_FullMethodName           = "/grackle.v1.GrackleService/AcquireLock"
-	GrackleService_ReleaseLock_FullMethodName           = "/grackle.v1.GrackleService/ReleaseLock"
-	GrackleService_GetLock_FullMethodName               = "/grackle.v1.GrackleService/GetLock"
-	GrackleService_ListLocks_FullMethodName             = "/grackle.v1.GrackleService/ListLocks"
-	GrackleService_DeleteLock_FullMethodName            = "/grackle.v1.GrackleService/DeleteLock"
-	GrackleService_ListLockWaiters_FullMethodName       = "/grackle.v1.GrackleService/ListLockWaiters"
-	GrackleService_WatchLock_FullMethodName             = "/grackle.v1.GrackleService/WatchLock"
+	GrackleService_CreateNamespace_FullMethodName            = "/grackle.v1.GrackleService/CreateNamespace"
+	GrackleService_GetNamespace_FullMethodName               = "/grackle.v1.GrackleService/GetNamespace"
+	GrackleService_ListNamespaces_FullMethodName             = "/grackle.v1.GrackleService/ListNamespaces"
+	GrackleService_UpdateNamespace_FullMethodName            = "/grackle.v1.GrackleService/UpdateNamespace"
+	GrackleService_DeleteNamespace_FullMethodName            = "/grackle.v1.GrackleService/DeleteNamespace"
+	GrackleService_CreateSemaphore_FullMethodName            = "/grackle.v1.GrackleService/CreateSemaphore"
+	GrackleService_GetSemaphore_FullMethodName               = "/grackle.v1.GrackleService/GetSemaphore"
+	GrackleService_ListSemaphores_FullMethodName             = "/grackle.v1.GrackleService/ListSemaphores"
+	GrackleService_UpdateSemaphore_FullMethodName            = "/grackle.v1.GrackleService/UpdateSemaphore"
+	GrackleService_DeleteSemaphore_FullMethodName            = "/grackle.v1.GrackleService/DeleteSemaphore"
+	GrackleService_AcquireSemaphore_FullMethodName           = "/grackle.v1.GrackleService/AcquireSemaphore"
+	GrackleService_ReleaseSemaphore_FullMethodName           = "/grackle.v1.GrackleService/ReleaseSemaphore"
+	GrackleService_ListSemaphoreHolders_FullMethodName       = "/grackle.v1.GrackleService/ListSemaphoreHolders"
+	GrackleService_CreateSemaphoreLease_FullMethodName       = "/grackle.v1.GrackleService/CreateSemaphoreLease"
+	GrackleService_GetSemaphoreLease_FullMethodName          = "/grackle.v1.GrackleService/GetSemaphoreLease"
+	GrackleService_RefreshSemaphoreLease_FullMethodName      = "/grackle.v1.GrackleService/RefreshSemaphoreLease"
+	GrackleService_RevokeSemaphoreLease_FullMethodName       = "/grackle.v1.GrackleService/RevokeSemaphoreLease"
+	GrackleService_ListSemaphoreLeases_FullMethodName        = "/grackle.v1.GrackleService/ListSemaphoreLeases"
+	GrackleService_ListSemaphoreWaiters_FullMethodName       = "/grackle.v1.GrackleService/ListSemaphoreWaiters"
+	GrackleService_WatchSemaphore_FullMethodName             = "/grackle.v1.GrackleService/WatchSemaphore"
+	GrackleService_CreateLockLease_FullMethodName            = "/grackle.v1.GrackleService/CreateLockLease"
+	GrackleService_GetLockLease_FullMethodName               = "/grackle.v1.GrackleService/GetLockLease"
+	GrackleService_RefreshLockLease_FullMethodName           = "/grackle.v1.GrackleService/RefreshLockLease"
+	GrackleService_RevokeLockLease_FullMethodName            = "/grackle.v1.GrackleService/RevokeLockLease"
+	GrackleService_ListLockLeases_FullMethodName             = "/grackle.v1.GrackleService/ListLockLeases"
+	GrackleService_AcquireLock_FullMethodName                = "/grackle.v1.GrackleService/AcquireLock"
+	GrackleService_ReleaseLock_FullMethodName                = "/grackle.v1.GrackleService/ReleaseLock"
+	GrackleService_GetLock_FullMethodName                    = "/grackle.v1.GrackleService/GetLock"
+	GrackleService_ListLocks_FullMethodName                  = "/grackle.v1.GrackleService/ListLocks"
+	GrackleService_DeleteLock_FullMethodName                 = "/grackle.v1.GrackleService/DeleteLock"
+	GrackleService_ListLockWaiters_FullMethodName            = "/grackle.v1.GrackleService/ListLockWaiters"
+	GrackleService_WatchLock_FullMethodName                  = "/grackle.v1.GrackleService/WatchLock"
+	GrackleService_CreateWaitGroup_FullMethodName            = "/grackle.v1.GrackleService/CreateWaitGroup"
+	GrackleService_GetWaitGroup_FullMethodName               = "/grackle.v1.GrackleService/GetWaitGroup"
+	GrackleService_ListWaitGroups_FullMethodName             = "/grackle.v1.GrackleService/ListWaitGroups"
+	GrackleService_UpdateWaitGroup_FullMethodName            = "/grackle.v1.GrackleService/UpdateWaitGroup"
+	GrackleService_DeleteWaitGroup_FullMethodName            = "/grackle.v1.GrackleService/DeleteWaitGroup"
+	GrackleService_CompleteJobsFromWaitGroup_FullMethodName  = "/grackle.v1.GrackleService/CompleteJobsFromWaitGroup"
+	GrackleService_ListWaitGroupCompletedJobs_FullMethodName = "/grackle.v1.GrackleService/ListWaitGroupCompletedJobs"
+	GrackleService_WaitForWaitGroup_FullMethodName           = "/grackle.v1.GrackleService/WaitForWaitGroup"
+	GrackleService_CreateBarrier_FullMethodName              = "/grackle.v1.GrackleService/CreateBarrier"
+	GrackleService_GetBarrier_FullMethodName                 = "/grackle.v1.GrackleService/GetBarrier"
+	GrackleService_ListBarriers_FullMethodName               = "/grackle.v1.GrackleService/ListBarriers"
+	GrackleService_UpdateBarrier_FullMethodName              = "/grackle.v1.GrackleService/UpdateBarrier"
+	GrackleService_DeleteBarrier_FullMethodName              = "/grackle.v1.GrackleService/DeleteBarrier"
+	GrackleService_ArriveAtBarrier_FullMethodName            = "/grackle.v1.GrackleService/ArriveAtBarrier"
+	GrackleService_WaitAtBarrier_FullMethodName              = "/grackle.v1.GrackleService/WaitAtBarrier"
+	GrackleService_ListBarrierParticipants_FullMethodName    = "/grackle.v1.GrackleService/ListBarrierParticipants"
 )
 
 // GrackleServiceClient is the client API for GrackleService service.
@@ -94,6 +110,26 @@ type GrackleServiceClient interface {
 	DeleteLock(ctx context.Context, in *DeleteLockRequest, opts ...grpc.CallOption) (*DeleteLockResponse, error)
 	ListLockWaiters(ctx context.Context, in *ListLockWaitersRequest, opts ...grpc.CallOption) (*ListLockWaitersResponse, error)
 	WatchLock(ctx context.Context, in *WatchLockRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLockResponse], error)
+	// Wait groups: a counter of distinct jobs; waiters are woken from the
+	// commit that finishes the group.
+	CreateWaitGroup(ctx context.Context, in *CreateWaitGroupRequest, opts ...grpc.CallOption) (*CreateWaitGroupResponse, error)
+	GetWaitGroup(ctx context.Context, in *GetWaitGroupRequest, opts ...grpc.CallOption) (*GetWaitGroupResponse, error)
+	ListWaitGroups(ctx context.Context, in *ListWaitGroupsRequest, opts ...grpc.CallOption) (*ListWaitGroupsResponse, error)
+	UpdateWaitGroup(ctx context.Context, in *UpdateWaitGroupRequest, opts ...grpc.CallOption) (*UpdateWaitGroupResponse, error)
+	DeleteWaitGroup(ctx context.Context, in *DeleteWaitGroupRequest, opts ...grpc.CallOption) (*DeleteWaitGroupResponse, error)
+	CompleteJobsFromWaitGroup(ctx context.Context, in *CompleteJobsFromWaitGroupRequest, opts ...grpc.CallOption) (*CompleteJobsFromWaitGroupResponse, error)
+	ListWaitGroupCompletedJobs(ctx context.Context, in *ListWaitGroupCompletedJobsRequest, opts ...grpc.CallOption) (*ListWaitGroupCompletedJobsResponse, error)
+	WaitForWaitGroup(ctx context.Context, in *WaitForWaitGroupRequest, opts ...grpc.CallOption) (*WaitForWaitGroupResponse, error)
+	// Barriers: cyclic rendezvous of expected_processes processes; waiters
+	// are woken from the commit that trips the generation.
+	CreateBarrier(ctx context.Context, in *CreateBarrierRequest, opts ...grpc.CallOption) (*CreateBarrierResponse, error)
+	GetBarrier(ctx context.Context, in *GetBarrierRequest, opts ...grpc.CallOption) (*GetBarrierResponse, error)
+	ListBarriers(ctx context.Context, in *ListBarriersRequest, opts ...grpc.CallOption) (*ListBarriersResponse, error)
+	UpdateBarrier(ctx context.Context, in *UpdateBarrierRequest, opts ...grpc.CallOption) (*UpdateBarrierResponse, error)
+	DeleteBarrier(ctx context.Context, in *DeleteBarrierRequest, opts ...grpc.CallOption) (*DeleteBarrierResponse, error)
+	ArriveAtBarrier(ctx context.Context, in *ArriveAtBarrierRequest, opts ...grpc.CallOption) (*ArriveAtBarrierResponse, error)
+	WaitAtBarrier(ctx context.Context, in *WaitAtBarrierRequest, opts ...grpc.CallOption) (*WaitAtBarrierResponse, error)
+	ListBarrierParticipants(ctx context.Context, in *ListBarrierParticipantsRequest, opts ...grpc.CallOption) (*ListBarrierParticipantsResponse, error)
 }
 
 type grackleServiceClient struct {
@@ -442,6 +478,166 @@ func (c *grackleServiceClient) WatchLock(ctx context.Context, in *WatchLockReque
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type GrackleService_WatchLockClient = grpc.ServerStreamingClient[WatchLockResponse]
 
+func (c *grackleServiceClient) CreateWaitGroup(ctx context.Context, in *CreateWaitGroupRequest, opts ...grpc.CallOption) (*CreateWaitGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateWaitGroupResponse)
+	err := c.cc.Invoke(ctx, GrackleService_CreateWaitGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) GetWaitGroup(ctx context.Context, in *GetWaitGroupRequest, opts ...grpc.CallOption) (*GetWaitGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetWaitGroupResponse)
+	err := c.cc.Invoke(ctx, GrackleService_GetWaitGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) ListWaitGroups(ctx context.Context, in *ListWaitGroupsRequest, opts ...grpc.CallOption) (*ListWaitGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWaitGroupsResponse)
+	err := c.cc.Invoke(ctx, GrackleService_ListWaitGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) UpdateWaitGroup(ctx context.Context, in *UpdateWaitGroupRequest, opts ...grpc.CallOption) (*UpdateWaitGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateWaitGroupResponse)
+	err := c.cc.Invoke(ctx, GrackleService_UpdateWaitGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) DeleteWaitGroup(ctx context.Context, in *DeleteWaitGroupRequest, opts ...grpc.CallOption) (*DeleteWaitGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteWaitGroupResponse)
+	err := c.cc.Invoke(ctx, GrackleService_DeleteWaitGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) CompleteJobsFromWaitGroup(ctx context.Context, in *CompleteJobsFromWaitGroupRequest, opts ...grpc.CallOption) (*CompleteJobsFromWaitGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompleteJobsFromWaitGroupResponse)
+	err := c.cc.Invoke(ctx, GrackleService_CompleteJobsFromWaitGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) ListWaitGroupCompletedJobs(ctx context.Context, in *ListWaitGroupCompletedJobsRequest, opts ...grpc.CallOption) (*ListWaitGroupCompletedJobsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWaitGroupCompletedJobsResponse)
+	err := c.cc.Invoke(ctx, GrackleService_ListWaitGroupCompletedJobs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) WaitForWaitGroup(ctx context.Context, in *WaitForWaitGroupRequest, opts ...grpc.CallOption) (*WaitForWaitGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WaitForWaitGroupResponse)
+	err := c.cc.Invoke(ctx, GrackleService_WaitForWaitGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) CreateBarrier(ctx context.Context, in *CreateBarrierRequest, opts ...grpc.CallOption) (*CreateBarrierResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateBarrierResponse)
+	err := c.cc.Invoke(ctx, GrackleService_CreateBarrier_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) GetBarrier(ctx context.Context, in *GetBarrierRequest, opts ...grpc.CallOption) (*GetBarrierResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetBarrierResponse)
+	err := c.cc.Invoke(ctx, GrackleService_GetBarrier_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) ListBarriers(ctx context.Context, in *ListBarriersRequest, opts ...grpc.CallOption) (*ListBarriersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBarriersResponse)
+	err := c.cc.Invoke(ctx, GrackleService_ListBarriers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) UpdateBarrier(ctx context.Context, in *UpdateBarrierRequest, opts ...grpc.CallOption) (*UpdateBarrierResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateBarrierResponse)
+	err := c.cc.Invoke(ctx, GrackleService_UpdateBarrier_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) DeleteBarrier(ctx context.Context, in *DeleteBarrierRequest, opts ...grpc.CallOption) (*DeleteBarrierResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteBarrierResponse)
+	err := c.cc.Invoke(ctx, GrackleService_DeleteBarrier_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) ArriveAtBarrier(ctx context.Context, in *ArriveAtBarrierRequest, opts ...grpc.CallOption) (*ArriveAtBarrierResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ArriveAtBarrierResponse)
+	err := c.cc.Invoke(ctx, GrackleService_ArriveAtBarrier_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) WaitAtBarrier(ctx context.Context, in *WaitAtBarrierRequest, opts ...grpc.CallOption) (*WaitAtBarrierResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WaitAtBarrierResponse)
+	err := c.cc.Invoke(ctx, GrackleService_WaitAtBarrier_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *grackleServiceClient) ListBarrierParticipants(ctx context.Context, in *ListBarrierParticipantsRequest, opts ...grpc.CallOption) (*ListBarrierParticipantsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBarrierParticipantsResponse)
+	err := c.cc.Invoke(ctx, GrackleService_ListBarrierParticipants_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GrackleServiceServer is the server API for GrackleService service.
 // All implementations must embed UnimplementedGrackleServiceServer
 // for forward compatibility.
@@ -480,6 +676,26 @@ type GrackleServiceServer interface {
 	DeleteLock(context.Context, *DeleteLockRequest) (*DeleteLockResponse, error)
 	ListLockWaiters(context.Context, *ListLockWaitersRequest) (*ListLockWaitersResponse, error)
 	WatchLock(*WatchLockRequest, grpc.ServerStreamingServer[WatchLockResponse]) error
+	// Wait groups: a counter of distinct jobs; waiters are woken from the
+	// commit that finishes the group.
+	CreateWaitGroup(context.Context, *CreateWaitGroupRequest) (*CreateWaitGroupResponse, error)
+	GetWaitGroup(context.Context, *GetWaitGroupRequest) (*GetWaitGroupResponse, error)
+	ListWaitGroups(context.Context, *ListWaitGroupsRequest) (*ListWaitGroupsResponse, error)
+	UpdateWaitGroup(context.Context, *UpdateWaitGroupRequest) (*UpdateWaitGroupResponse, error)
+	DeleteWaitGroup(context.Context, *DeleteWaitGroupRequest) (*DeleteWaitGroupResponse, error)
+	CompleteJobsFromWaitGroup(context.Context, *CompleteJobsFromWaitGroupRequest) (*CompleteJobsFromWaitGroupResponse, error)
+	ListWaitGroupCompletedJobs(context.Context, *ListWaitGroupCompletedJobsRequest) (*ListWaitGroupCompletedJobsResponse, error)
+	WaitForWaitGroup(context.Context, *WaitForWaitGroupRequest) (*WaitForWaitGroupResponse, error)
+	// Barriers: cyclic rendezvous of expected_processes processes; waiters
+	// are woken from the commit that trips the generation.
+	CreateBarrier(context.Context, *CreateBarrierRequest) (*CreateBarrierResponse, error)
+	GetBarrier(context.Context, *GetBarrierRequest) (*GetBarrierResponse, error)
+	ListBarriers(context.Context, *ListBarriersRequest) (*ListBarriersResponse, error)
+	UpdateBarrier(context.Context, *UpdateBarrierRequest) (*UpdateBarrierResponse, error)
+	DeleteBarrier(context.Context, *DeleteBarrierRequest) (*DeleteBarrierResponse, error)
+	ArriveAtBarrier(context.Context, *ArriveAtBarrierRequest) (*ArriveAtBarrierResponse, error)
+	WaitAtBarrier(context.Context, *WaitAtBarrierRequest) (*WaitAtBarrierResponse, error)
+	ListBarrierParticipants(context.Context, *ListBarrierParticipantsRequest) (*ListBarrierParticipantsResponse, error)
 	mustEmbedUnimplementedGrackleServiceServer()
 }
 
@@ -585,6 +801,54 @@ func (UnimplementedGrackleServiceServer) ListLockWaiters(context.Context, *ListL
 }
 func (UnimplementedGrackleServiceServer) WatchLock(*WatchLockRequest, grpc.ServerStreamingServer[WatchLockResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method WatchLock not implemented")
+}
+func (UnimplementedGrackleServiceServer) CreateWaitGroup(context.Context, *CreateWaitGroupRequest) (*CreateWaitGroupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CreateWaitGroup not implemented")
+}
+func (UnimplementedGrackleServiceServer) GetWaitGroup(context.Context, *GetWaitGroupRequest) (*GetWaitGroupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetWaitGroup not implemented")
+}
+func (UnimplementedGrackleServiceServer) ListWaitGroups(context.Context, *ListWaitGroupsRequest) (*ListWaitGroupsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListWaitGroups not implemented")
+}
+func (UnimplementedGrackleServiceServer) UpdateWaitGroup(context.Context, *UpdateWaitGroupRequest) (*UpdateWaitGroupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UpdateWaitGroup not implemented")
+}
+func (UnimplementedGrackleServiceServer) DeleteWaitGroup(context.Context, *DeleteWaitGroupRequest) (*DeleteWaitGroupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteWaitGroup not implemented")
+}
+func (UnimplementedGrackleServiceServer) CompleteJobsFromWaitGroup(context.Context, *CompleteJobsFromWaitGroupRequest) (*CompleteJobsFromWaitGroupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CompleteJobsFromWaitGroup not implemented")
+}
+func (UnimplementedGrackleServiceServer) ListWaitGroupCompletedJobs(context.Context, *ListWaitGroupCompletedJobsRequest) (*ListWaitGroupCompletedJobsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListWaitGroupCompletedJobs not implemented")
+}
+func (UnimplementedGrackleServiceServer) WaitForWaitGroup(context.Context, *WaitForWaitGroupRequest) (*WaitForWaitGroupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method WaitForWaitGroup not implemented")
+}
+func (UnimplementedGrackleServiceServer) CreateBarrier(context.Context, *CreateBarrierRequest) (*CreateBarrierResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CreateBarrier not implemented")
+}
+func (UnimplementedGrackleServiceServer) GetBarrier(context.Context, *GetBarrierRequest) (*GetBarrierResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetBarrier not implemented")
+}
+func (UnimplementedGrackleServiceServer) ListBarriers(context.Context, *ListBarriersRequest) (*ListBarriersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListBarriers not implemented")
+}
+func (UnimplementedGrackleServiceServer) UpdateBarrier(context.Context, *UpdateBarrierRequest) (*UpdateBarrierResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UpdateBarrier not implemented")
+}
+func (UnimplementedGrackleServiceServer) DeleteBarrier(context.Context, *DeleteBarrierRequest) (*DeleteBarrierResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteBarrier not implemented")
+}
+func (UnimplementedGrackleServiceServer) ArriveAtBarrier(context.Context, *ArriveAtBarrierRequest) (*ArriveAtBarrierResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ArriveAtBarrier not implemented")
+}
+func (UnimplementedGrackleServiceServer) WaitAtBarrier(context.Context, *WaitAtBarrierRequest) (*WaitAtBarrierResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method WaitAtBarrier not implemented")
+}
+func (UnimplementedGrackleServiceServer) ListBarrierParticipants(context.Context, *ListBarrierParticipantsRequest) (*ListBarrierParticipantsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListBarrierParticipants not implemented")
 }
 func (UnimplementedGrackleServiceServer) mustEmbedUnimplementedGrackleServiceServer() {}
 func (UnimplementedGrackleServiceServer) testEmbeddedByValue()                        {}
@@ -1169,6 +1433,294 @@ func _GrackleService_WatchLock_Handler(srv interface{}, stream grpc.ServerStream
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type GrackleService_WatchLockServer = grpc.ServerStreamingServer[WatchLockResponse]
 
+func _GrackleService_CreateWaitGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateWaitGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).CreateWaitGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_CreateWaitGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).CreateWaitGroup(ctx, req.(*CreateWaitGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_GetWaitGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetWaitGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).GetWaitGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_GetWaitGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).GetWaitGroup(ctx, req.(*GetWaitGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_ListWaitGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWaitGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).ListWaitGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_ListWaitGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).ListWaitGroups(ctx, req.(*ListWaitGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_UpdateWaitGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateWaitGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).UpdateWaitGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_UpdateWaitGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).UpdateWaitGroup(ctx, req.(*UpdateWaitGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_DeleteWaitGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteWaitGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).DeleteWaitGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_DeleteWaitGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).DeleteWaitGroup(ctx, req.(*DeleteWaitGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_CompleteJobsFromWaitGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompleteJobsFromWaitGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).CompleteJobsFromWaitGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_CompleteJobsFromWaitGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).CompleteJobsFromWaitGroup(ctx, req.(*CompleteJobsFromWaitGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_ListWaitGroupCompletedJobs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWaitGroupCompletedJobsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).ListWaitGroupCompletedJobs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_ListWaitGroupCompletedJobs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).ListWaitGroupCompletedJobs(ctx, req.(*ListWaitGroupCompletedJobsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_WaitForWaitGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WaitForWaitGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).WaitForWaitGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_WaitForWaitGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).WaitForWaitGroup(ctx, req.(*WaitForWaitGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_CreateBarrier_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateBarrierRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).CreateBarrier(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_CreateBarrier_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).CreateBarrier(ctx, req.(*CreateBarrierRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_GetBarrier_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetBarrierRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).GetBarrier(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_GetBarrier_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).GetBarrier(ctx, req.(*GetBarrierRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_ListBarriers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBarriersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).ListBarriers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_ListBarriers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).ListBarriers(ctx, req.(*ListBarriersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_UpdateBarrier_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateBarrierRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).UpdateBarrier(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_UpdateBarrier_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).UpdateBarrier(ctx, req.(*UpdateBarrierRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_DeleteBarrier_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteBarrierRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).DeleteBarrier(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_DeleteBarrier_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).DeleteBarrier(ctx, req.(*DeleteBarrierRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_ArriveAtBarrier_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ArriveAtBarrierRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).ArriveAtBarrier(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_ArriveAtBarrier_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).ArriveAtBarrier(ctx, req.(*ArriveAtBarrierRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_WaitAtBarrier_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WaitAtBarrierRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).WaitAtBarrier(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_WaitAtBarrier_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).WaitAtBarrier(ctx, req.(*WaitAtBarrierRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GrackleService_ListBarrierParticipants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBarrierParticipantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GrackleServiceServer).ListBarrierParticipants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GrackleService_ListBarrierParticipants_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GrackleServiceServer).ListBarrierParticipants(ctx, req.(*ListBarrierParticipantsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GrackleService_ServiceDesc is the grpc.ServiceDesc for GrackleService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1295,6 +1847,70 @@ var GrackleService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListLockWaiters",
 			Handler:    _GrackleService_ListLockWaiters_Handler,
+		},
+		{
+			MethodName: "CreateWaitGroup",
+			Handler:    _GrackleService_CreateWaitGroup_Handler,
+		},
+		{
+			MethodName: "GetWaitGroup",
+			Handler:    _GrackleService_GetWaitGroup_Handler,
+		},
+		{
+			MethodName: "ListWaitGroups",
+			Handler:    _GrackleService_ListWaitGroups_Handler,
+		},
+		{
+			MethodName: "UpdateWaitGroup",
+			Handler:    _GrackleService_UpdateWaitGroup_Handler,
+		},
+		{
+			MethodName: "DeleteWaitGroup",
+			Handler:    _GrackleService_DeleteWaitGroup_Handler,
+		},
+		{
+			MethodName: "CompleteJobsFromWaitGroup",
+			Handler:    _GrackleService_CompleteJobsFromWaitGroup_Handler,
+		},
+		{
+			MethodName: "ListWaitGroupCompletedJobs",
+			Handler:    _GrackleService_ListWaitGroupCompletedJobs_Handler,
+		},
+		{
+			MethodName: "WaitForWaitGroup",
+			Handler:    _GrackleService_WaitForWaitGroup_Handler,
+		},
+		{
+			MethodName: "CreateBarrier",
+			Handler:    _GrackleService_CreateBarrier_Handler,
+		},
+		{
+			MethodName: "GetBarrier",
+			Handler:    _GrackleService_GetBarrier_Handler,
+		},
+		{
+			MethodName: "ListBarriers",
+			Handler:    _GrackleService_ListBarriers_Handler,
+		},
+		{
+			MethodName: "UpdateBarrier",
+			Handler:    _GrackleService_UpdateBarrier_Handler,
+		},
+		{
+			MethodName: "DeleteBarrier",
+			Handler:    _GrackleService_DeleteBarrier_Handler,
+		},
+		{
+			MethodName: "ArriveAtBarrier",
+			Handler:    _GrackleService_ArriveAtBarrier_Handler,
+		},
+		{
+			MethodName: "WaitAtBarrier",
+			Handler:    _GrackleService_WaitAtBarrier_Handler,
+		},
+		{
+			MethodName: "ListBarrierParticipants",
+			Handler:    _GrackleService_ListBarrierParticipants_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

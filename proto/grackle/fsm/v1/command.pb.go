@@ -60,6 +60,15 @@ type Command struct {
 	//	*Command_AcquireLock
 	//	*Command_ReleaseLock
 	//	*Command_DeleteLock
+	//	*Command_CreateWaitGroup
+	//	*Command_UpdateWaitGroup
+	//	*Command_DeleteWaitGroup
+	//	*Command_CompleteJobs
+	//	*Command_CreateBarrier
+	//	*Command_UpdateBarrier
+	//	*Command_DeleteBarrier
+	//	*Command_ArriveAtBarrier
+	//	*Command_ExpireTimers
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// Conditional grants for waiters at the head of their semaphore's queue,
 	// applied after `op`, in order. Each applies only if it still fits and its
@@ -344,6 +353,87 @@ func (x *Command) GetDeleteLock() *DeleteLock {
 	return nil
 }
 
+func (x *Command) GetCreateWaitGroup() *CreateWaitGroup {
+	if x != nil {
+		if x, ok := x.Op.(*Command_CreateWaitGroup); ok {
+			return x.CreateWaitGroup
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetUpdateWaitGroup() *UpdateWaitGroup {
+	if x != nil {
+		if x, ok := x.Op.(*Command_UpdateWaitGroup); ok {
+			return x.UpdateWaitGroup
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteWaitGroup() *DeleteWaitGroup {
+	if x != nil {
+		if x, ok := x.Op.(*Command_DeleteWaitGroup); ok {
+			return x.DeleteWaitGroup
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetCompleteJobs() *CompleteJobs {
+	if x != nil {
+		if x, ok := x.Op.(*Command_CompleteJobs); ok {
+			return x.CompleteJobs
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetCreateBarrier() *CreateBarrier {
+	if x != nil {
+		if x, ok := x.Op.(*Command_CreateBarrier); ok {
+			return x.CreateBarrier
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetUpdateBarrier() *UpdateBarrier {
+	if x != nil {
+		if x, ok := x.Op.(*Command_UpdateBarrier); ok {
+			return x.UpdateBarrier
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteBarrier() *DeleteBarrier {
+	if x != nil {
+		if x, ok := x.Op.(*Command_DeleteBarrier); ok {
+			return x.DeleteBarrier
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetArriveAtBarrier() *ArriveAtBarrier {
+	if x != nil {
+		if x, ok := x.Op.(*Command_ArriveAtBarrier); ok {
+			return x.ArriveAtBarrier
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetExpireTimers() *ExpireTimers {
+	if x != nil {
+		if x, ok := x.Op.(*Command_ExpireTimers); ok {
+			return x.ExpireTimers
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetGrants() []*Grant {
 	if x != nil {
 		return x.Grants
@@ -462,6 +552,43 @@ type Command_DeleteLock struct {
 	DeleteLock *DeleteLock `protobuf:"bytes,46,opt,name=delete_lock,json=deleteLock,proto3,oneof"`
 }
 
+type Command_CreateWaitGroup struct {
+	// Wait groups and barriers (see fsm/DESIGN.md, "Wait groups and barriers").
+	CreateWaitGroup *CreateWaitGroup `protobuf:"bytes,47,opt,name=create_wait_group,json=createWaitGroup,proto3,oneof"`
+}
+
+type Command_UpdateWaitGroup struct {
+	UpdateWaitGroup *UpdateWaitGroup `protobuf:"bytes,48,opt,name=update_wait_group,json=updateWaitGroup,proto3,oneof"`
+}
+
+type Command_DeleteWaitGroup struct {
+	DeleteWaitGroup *DeleteWaitGroup `protobuf:"bytes,49,opt,name=delete_wait_group,json=deleteWaitGroup,proto3,oneof"`
+}
+
+type Command_CompleteJobs struct {
+	CompleteJobs *CompleteJobs `protobuf:"bytes,50,opt,name=complete_jobs,json=completeJobs,proto3,oneof"`
+}
+
+type Command_CreateBarrier struct {
+	CreateBarrier *CreateBarrier `protobuf:"bytes,51,opt,name=create_barrier,json=createBarrier,proto3,oneof"`
+}
+
+type Command_UpdateBarrier struct {
+	UpdateBarrier *UpdateBarrier `protobuf:"bytes,52,opt,name=update_barrier,json=updateBarrier,proto3,oneof"`
+}
+
+type Command_DeleteBarrier struct {
+	DeleteBarrier *DeleteBarrier `protobuf:"bytes,53,opt,name=delete_barrier,json=deleteBarrier,proto3,oneof"`
+}
+
+type Command_ArriveAtBarrier struct {
+	ArriveAtBarrier *ArriveAtBarrier `protobuf:"bytes,54,opt,name=arrive_at_barrier,json=arriveAtBarrier,proto3,oneof"`
+}
+
+type Command_ExpireTimers struct {
+	ExpireTimers *ExpireTimers `protobuf:"bytes,55,opt,name=expire_timers,json=expireTimers,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Op() {}
 
 func (*Command_UpdateNamespace) isCommand_Op() {}
@@ -509,6 +636,24 @@ func (*Command_AcquireLock) isCommand_Op() {}
 func (*Command_ReleaseLock) isCommand_Op() {}
 
 func (*Command_DeleteLock) isCommand_Op() {}
+
+func (*Command_CreateWaitGroup) isCommand_Op() {}
+
+func (*Command_UpdateWaitGroup) isCommand_Op() {}
+
+func (*Command_DeleteWaitGroup) isCommand_Op() {}
+
+func (*Command_CompleteJobs) isCommand_Op() {}
+
+func (*Command_CreateBarrier) isCommand_Op() {}
+
+func (*Command_UpdateBarrier) isCommand_Op() {}
+
+func (*Command_DeleteBarrier) isCommand_Op() {}
+
+func (*Command_ArriveAtBarrier) isCommand_Op() {}
+
+func (*Command_ExpireTimers) isCommand_Op() {}
 
 type CreateNamespace struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1497,6 +1642,12 @@ type SetLimits struct {
 	MaxLocksPerNamespace      int64 `protobuf:"varint,7,opt,name=max_locks_per_namespace,json=maxLocksPerNamespace,proto3" json:"max_locks_per_namespace,omitempty"`
 	MaxLockLeasesPerNamespace int64 `protobuf:"varint,8,opt,name=max_lock_leases_per_namespace,json=maxLockLeasesPerNamespace,proto3" json:"max_lock_leases_per_namespace,omitempty"`
 	MaxHoldersPerLock         int64 `protobuf:"varint,9,opt,name=max_holders_per_lock,json=maxHoldersPerLock,proto3" json:"max_holders_per_lock,omitempty"`
+	// Wait groups and barriers; 0 (a leader that predates them): the default.
+	MaxWaitGroupsPerNamespace int64 `protobuf:"varint,10,opt,name=max_wait_groups_per_namespace,json=maxWaitGroupsPerNamespace,proto3" json:"max_wait_groups_per_namespace,omitempty"`
+	MaxBarriersPerNamespace   int64 `protobuf:"varint,11,opt,name=max_barriers_per_namespace,json=maxBarriersPerNamespace,proto3" json:"max_barriers_per_namespace,omitempty"`
+	MaxWaitGroupCounter       int64 `protobuf:"varint,12,opt,name=max_wait_group_counter,json=maxWaitGroupCounter,proto3" json:"max_wait_group_counter,omitempty"`
+	MaxBarrierProcesses       int64 `protobuf:"varint,13,opt,name=max_barrier_processes,json=maxBarrierProcesses,proto3" json:"max_barrier_processes,omitempty"`
+	MaxJobsPerCall            int64 `protobuf:"varint,14,opt,name=max_jobs_per_call,json=maxJobsPerCall,proto3" json:"max_jobs_per_call,omitempty"`
 	unknownFields             protoimpl.UnknownFields
 	sizeCache                 protoimpl.SizeCache
 }
@@ -1590,6 +1741,41 @@ func (x *SetLimits) GetMaxLockLeasesPerNamespace() int64 {
 func (x *SetLimits) GetMaxHoldersPerLock() int64 {
 	if x != nil {
 		return x.MaxHoldersPerLock
+	}
+	return 0
+}
+
+func (x *SetLimits) GetMaxWaitGroupsPerNamespace() int64 {
+	if x != nil {
+		return x.MaxWaitGroupsPerNamespace
+	}
+	return 0
+}
+
+func (x *SetLimits) GetMaxBarriersPerNamespace() int64 {
+	if x != nil {
+		return x.MaxBarriersPerNamespace
+	}
+	return 0
+}
+
+func (x *SetLimits) GetMaxWaitGroupCounter() int64 {
+	if x != nil {
+		return x.MaxWaitGroupCounter
+	}
+	return 0
+}
+
+func (x *SetLimits) GetMaxBarrierProcesses() int64 {
+	if x != nil {
+		return x.MaxBarrierProcesses
+	}
+	return 0
+}
+
+func (x *SetLimits) GetMaxJobsPerCall() int64 {
+	if x != nil {
+		return x.MaxJobsPerCall
 	}
 	return 0
 }
@@ -2135,6 +2321,715 @@ func (x *DeleteLock) GetLockName() string {
 	return ""
 }
 
+type CreateWaitGroup struct {
+	state                      protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName              string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	Name                       string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Description                string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	Counter                    int64                  `protobuf:"varint,4,opt,name=counter,proto3" json:"counter,omitempty"`
+	ExpiresAt                  int64                  `protobuf:"varint,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	DeleteAfterFinishedSeconds int64                  `protobuf:"varint,6,opt,name=delete_after_finished_seconds,json=deleteAfterFinishedSeconds,proto3" json:"delete_after_finished_seconds,omitempty"`
+	Metadata                   map[string]string      `protobuf:"bytes,7,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
+}
+
+func (x *CreateWaitGroup) Reset() {
+	*x = CreateWaitGroup{}
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateWaitGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateWaitGroup) ProtoMessage() {}
+
+func (x *CreateWaitGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateWaitGroup.ProtoReflect.Descriptor instead.
+func (*CreateWaitGroup) Descriptor() ([]byte, []int) {
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CreateWaitGroup) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *CreateWaitGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateWaitGroup) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *CreateWaitGroup) GetCounter() int64 {
+	if x != nil {
+		return x.Counter
+	}
+	return 0
+}
+
+func (x *CreateWaitGroup) GetExpiresAt() int64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
+func (x *CreateWaitGroup) GetDeleteAfterFinishedSeconds() int64 {
+	if x != nil {
+		return x.DeleteAfterFinishedSeconds
+	}
+	return 0
+}
+
+func (x *CreateWaitGroup) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+type UpdateWaitGroup struct {
+	state                      protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName              string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	Name                       string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Description                string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	Counter                    int64                  `protobuf:"varint,4,opt,name=counter,proto3" json:"counter,omitempty"`
+	ExpiresAt                  int64                  `protobuf:"varint,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	DeleteAfterFinishedSeconds int64                  `protobuf:"varint,6,opt,name=delete_after_finished_seconds,json=deleteAfterFinishedSeconds,proto3" json:"delete_after_finished_seconds,omitempty"`
+	Metadata                   map[string]string      `protobuf:"bytes,7,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ExpectedVersion            int64                  `protobuf:"varint,8,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
+}
+
+func (x *UpdateWaitGroup) Reset() {
+	*x = UpdateWaitGroup{}
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateWaitGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateWaitGroup) ProtoMessage() {}
+
+func (x *UpdateWaitGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateWaitGroup.ProtoReflect.Descriptor instead.
+func (*UpdateWaitGroup) Descriptor() ([]byte, []int) {
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *UpdateWaitGroup) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *UpdateWaitGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateWaitGroup) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *UpdateWaitGroup) GetCounter() int64 {
+	if x != nil {
+		return x.Counter
+	}
+	return 0
+}
+
+func (x *UpdateWaitGroup) GetExpiresAt() int64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
+func (x *UpdateWaitGroup) GetDeleteAfterFinishedSeconds() int64 {
+	if x != nil {
+		return x.DeleteAfterFinishedSeconds
+	}
+	return 0
+}
+
+func (x *UpdateWaitGroup) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *UpdateWaitGroup) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+type DeleteWaitGroup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteWaitGroup) Reset() {
+	*x = DeleteWaitGroup{}
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteWaitGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteWaitGroup) ProtoMessage() {}
+
+func (x *DeleteWaitGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteWaitGroup.ProtoReflect.Descriptor instead.
+func (*DeleteWaitGroup) Descriptor() ([]byte, []int) {
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *DeleteWaitGroup) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *DeleteWaitGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type JobCompletion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Metadata      map[string]string      `protobuf:"bytes,2,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobCompletion) Reset() {
+	*x = JobCompletion{}
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobCompletion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobCompletion) ProtoMessage() {}
+
+func (x *JobCompletion) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobCompletion.ProtoReflect.Descriptor instead.
+func (*JobCompletion) Descriptor() ([]byte, []int) {
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *JobCompletion) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *JobCompletion) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+// CompleteJobsFromWaitGroup: all or none, idempotent per job_id.
+type CompleteJobs struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Jobs          []*JobCompletion       `protobuf:"bytes,3,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteJobs) Reset() {
+	*x = CompleteJobs{}
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteJobs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteJobs) ProtoMessage() {}
+
+func (x *CompleteJobs) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteJobs.ProtoReflect.Descriptor instead.
+func (*CompleteJobs) Descriptor() ([]byte, []int) {
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *CompleteJobs) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *CompleteJobs) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CompleteJobs) GetJobs() []*JobCompletion {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+type CreateBarrier struct {
+	state                      protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName              string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	Name                       string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Description                string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	ExpectedProcesses          int64                  `protobuf:"varint,4,opt,name=expected_processes,json=expectedProcesses,proto3" json:"expected_processes,omitempty"`
+	DeleteInactiveAfterSeconds int64                  `protobuf:"varint,5,opt,name=delete_inactive_after_seconds,json=deleteInactiveAfterSeconds,proto3" json:"delete_inactive_after_seconds,omitempty"`
+	Metadata                   map[string]string      `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
+}
+
+func (x *CreateBarrier) Reset() {
+	*x = CreateBarrier{}
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBarrier) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBarrier) ProtoMessage() {}
+
+func (x *CreateBarrier) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBarrier.ProtoReflect.Descriptor instead.
+func (*CreateBarrier) Descriptor() ([]byte, []int) {
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *CreateBarrier) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *CreateBarrier) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateBarrier) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *CreateBarrier) GetExpectedProcesses() int64 {
+	if x != nil {
+		return x.ExpectedProcesses
+	}
+	return 0
+}
+
+func (x *CreateBarrier) GetDeleteInactiveAfterSeconds() int64 {
+	if x != nil {
+		return x.DeleteInactiveAfterSeconds
+	}
+	return 0
+}
+
+func (x *CreateBarrier) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+type UpdateBarrier struct {
+	state                      protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName              string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	Name                       string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Description                string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	ExpectedProcesses          int64                  `protobuf:"varint,4,opt,name=expected_processes,json=expectedProcesses,proto3" json:"expected_processes,omitempty"`
+	DeleteInactiveAfterSeconds int64                  `protobuf:"varint,5,opt,name=delete_inactive_after_seconds,json=deleteInactiveAfterSeconds,proto3" json:"delete_inactive_after_seconds,omitempty"`
+	Metadata                   map[string]string      `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ExpectedVersion            int64                  `protobuf:"varint,7,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
+}
+
+func (x *UpdateBarrier) Reset() {
+	*x = UpdateBarrier{}
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateBarrier) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateBarrier) ProtoMessage() {}
+
+func (x *UpdateBarrier) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateBarrier.ProtoReflect.Descriptor instead.
+func (*UpdateBarrier) Descriptor() ([]byte, []int) {
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *UpdateBarrier) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *UpdateBarrier) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateBarrier) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *UpdateBarrier) GetExpectedProcesses() int64 {
+	if x != nil {
+		return x.ExpectedProcesses
+	}
+	return 0
+}
+
+func (x *UpdateBarrier) GetDeleteInactiveAfterSeconds() int64 {
+	if x != nil {
+		return x.DeleteInactiveAfterSeconds
+	}
+	return 0
+}
+
+func (x *UpdateBarrier) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *UpdateBarrier) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+type DeleteBarrier struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteBarrier) Reset() {
+	*x = DeleteBarrier{}
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteBarrier) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteBarrier) ProtoMessage() {}
+
+func (x *DeleteBarrier) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteBarrier.ProtoReflect.Descriptor instead.
+func (*DeleteBarrier) Descriptor() ([]byte, []int) {
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *DeleteBarrier) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *DeleteBarrier) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ArriveAtBarrier struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	NamespaceName      string                 `protobuf:"bytes,1,opt,name=namespace_name,json=namespaceName,proto3" json:"namespace_name,omitempty"`
+	Name               string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	ProcessId          string                 `protobuf:"bytes,3,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	ExpectedGeneration int64                  `protobuf:"varint,4,opt,name=expected_generation,json=expectedGeneration,proto3" json:"expected_generation,omitempty"`
+	Metadata           map[string]string      `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *ArriveAtBarrier) Reset() {
+	*x = ArriveAtBarrier{}
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArriveAtBarrier) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArriveAtBarrier) ProtoMessage() {}
+
+func (x *ArriveAtBarrier) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArriveAtBarrier.ProtoReflect.Descriptor instead.
+func (*ArriveAtBarrier) Descriptor() ([]byte, []int) {
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ArriveAtBarrier) GetNamespaceName() string {
+	if x != nil {
+		return x.NamespaceName
+	}
+	return ""
+}
+
+func (x *ArriveAtBarrier) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ArriveAtBarrier) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+func (x *ArriveAtBarrier) GetExpectedGeneration() int64 {
+	if x != nil {
+		return x.ExpectedGeneration
+	}
+	return 0
+}
+
+func (x *ArriveAtBarrier) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+// Applies the time-driven changes due at the command's now, earliest
+// first, at most `max`: wait groups past expires_at become EXPIRED,
+// finished wait groups and inactive barriers past their deletion time are
+// deleted.
+type ExpireTimers struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Max           int32                  `protobuf:"varint,1,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExpireTimers) Reset() {
+	*x = ExpireTimers{}
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpireTimers) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpireTimers) ProtoMessage() {}
+
+func (x *ExpireTimers) ProtoReflect() protoreflect.Message {
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpireTimers.ProtoReflect.Descriptor instead.
+func (*ExpireTimers) Descriptor() ([]byte, []int) {
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ExpireTimers) GetMax() int32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
 type SnapshotMeta struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Format          uint32                 `protobuf:"varint,1,opt,name=format,proto3" json:"format,omitempty"`
@@ -2150,7 +3045,7 @@ type SnapshotMeta struct {
 
 func (x *SnapshotMeta) Reset() {
 	*x = SnapshotMeta{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[28]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +3057,7 @@ func (x *SnapshotMeta) String() string {
 func (*SnapshotMeta) ProtoMessage() {}
 
 func (x *SnapshotMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[28]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2175,7 +3070,7 @@ func (x *SnapshotMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotMeta.ProtoReflect.Descriptor instead.
 func (*SnapshotMeta) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{28}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SnapshotMeta) GetFormat() uint32 {
@@ -2238,7 +3133,7 @@ type TokenRecord struct {
 
 func (x *TokenRecord) Reset() {
 	*x = TokenRecord{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[29]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +3145,7 @@ func (x *TokenRecord) String() string {
 func (*TokenRecord) ProtoMessage() {}
 
 func (x *TokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[29]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +3158,7 @@ func (x *TokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRecord.ProtoReflect.Descriptor instead.
 func (*TokenRecord) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{29}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TokenRecord) GetToken() *AclToken {
@@ -2294,7 +3189,7 @@ type NamespaceRecord struct {
 
 func (x *NamespaceRecord) Reset() {
 	*x = NamespaceRecord{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[30]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +3201,7 @@ func (x *NamespaceRecord) String() string {
 func (*NamespaceRecord) ProtoMessage() {}
 
 func (x *NamespaceRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[30]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +3214,7 @@ func (x *NamespaceRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespaceRecord.ProtoReflect.Descriptor instead.
 func (*NamespaceRecord) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{30}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *NamespaceRecord) GetName() string {
@@ -2381,7 +3276,7 @@ type SemaphoreRecord struct {
 
 func (x *SemaphoreRecord) Reset() {
 	*x = SemaphoreRecord{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[31]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2393,7 +3288,7 @@ func (x *SemaphoreRecord) String() string {
 func (*SemaphoreRecord) ProtoMessage() {}
 
 func (x *SemaphoreRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[31]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2406,7 +3301,7 @@ func (x *SemaphoreRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemaphoreRecord.ProtoReflect.Descriptor instead.
 func (*SemaphoreRecord) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{31}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SemaphoreRecord) GetNamespaceName() string {
@@ -2487,7 +3382,7 @@ type LeaseRecord struct {
 
 func (x *LeaseRecord) Reset() {
 	*x = LeaseRecord{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[32]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2499,7 +3394,7 @@ func (x *LeaseRecord) String() string {
 func (*LeaseRecord) ProtoMessage() {}
 
 func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[32]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2512,7 +3407,7 @@ func (x *LeaseRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRecord.ProtoReflect.Descriptor instead.
 func (*LeaseRecord) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{32}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *LeaseRecord) GetNamespaceName() string {
@@ -2580,7 +3475,7 @@ type HolderRecord struct {
 
 func (x *HolderRecord) Reset() {
 	*x = HolderRecord{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[33]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2592,7 +3487,7 @@ func (x *HolderRecord) String() string {
 func (*HolderRecord) ProtoMessage() {}
 
 func (x *HolderRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[33]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2605,7 +3500,7 @@ func (x *HolderRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HolderRecord.ProtoReflect.Descriptor instead.
 func (*HolderRecord) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{33}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *HolderRecord) GetNamespaceName() string {
@@ -2675,7 +3570,7 @@ type MemberRecord struct {
 
 func (x *MemberRecord) Reset() {
 	*x = MemberRecord{}
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[34]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2687,7 +3582,7 @@ func (x *MemberRecord) String() string {
 func (*MemberRecord) ProtoMessage() {}
 
 func (x *MemberRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_grackle_fsm_v1_command_proto_msgTypes[34]
+	mi := &file_grackle_fsm_v1_command_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2700,7 +3595,7 @@ func (x *MemberRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberRecord.ProtoReflect.Descriptor instead.
 func (*MemberRecord) Descriptor() ([]byte, []int) {
-	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{34}
+	return file_grackle_fsm_v1_command_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *MemberRecord) GetNodeId() string {
@@ -2728,7 +3623,7 @@ var File_grackle_fsm_v1_command_proto protoreflect.FileDescriptor
 
 const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1cgrackle/fsm/v1/command.proto\x12\x0egrackle.fsm.v1\"\xf3\r\n" +
+	"\x1cgrackle/fsm/v1/command.proto\x12\x0egrackle.fsm.v1\"\x91\x13\n" +
 	"\aCommand\x12\x10\n" +
 	"\x03now\x18\x01 \x01(\x03R\x03now\x12\x1c\n" +
 	"\tskippable\x18\x02 \x01(\bR\tskippable\x12L\n" +
@@ -2759,7 +3654,16 @@ const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\facquire_lock\x18, \x01(\v2\x1b.grackle.fsm.v1.AcquireLockH\x00R\vacquireLock\x12@\n" +
 	"\frelease_lock\x18- \x01(\v2\x1b.grackle.fsm.v1.ReleaseLockH\x00R\vreleaseLock\x12=\n" +
 	"\vdelete_lock\x18. \x01(\v2\x1a.grackle.fsm.v1.DeleteLockH\x00R\n" +
-	"deleteLock\x12-\n" +
+	"deleteLock\x12M\n" +
+	"\x11create_wait_group\x18/ \x01(\v2\x1f.grackle.fsm.v1.CreateWaitGroupH\x00R\x0fcreateWaitGroup\x12M\n" +
+	"\x11update_wait_group\x180 \x01(\v2\x1f.grackle.fsm.v1.UpdateWaitGroupH\x00R\x0fupdateWaitGroup\x12M\n" +
+	"\x11delete_wait_group\x181 \x01(\v2\x1f.grackle.fsm.v1.DeleteWaitGroupH\x00R\x0fdeleteWaitGroup\x12C\n" +
+	"\rcomplete_jobs\x182 \x01(\v2\x1c.grackle.fsm.v1.CompleteJobsH\x00R\fcompleteJobs\x12F\n" +
+	"\x0ecreate_barrier\x183 \x01(\v2\x1d.grackle.fsm.v1.CreateBarrierH\x00R\rcreateBarrier\x12F\n" +
+	"\x0eupdate_barrier\x184 \x01(\v2\x1d.grackle.fsm.v1.UpdateBarrierH\x00R\rupdateBarrier\x12F\n" +
+	"\x0edelete_barrier\x185 \x01(\v2\x1d.grackle.fsm.v1.DeleteBarrierH\x00R\rdeleteBarrier\x12M\n" +
+	"\x11arrive_at_barrier\x186 \x01(\v2\x1f.grackle.fsm.v1.ArriveAtBarrierH\x00R\x0farriveAtBarrier\x12C\n" +
+	"\rexpire_timers\x187 \x01(\v2\x1c.grackle.fsm.v1.ExpireTimersH\x00R\fexpireTimers\x12-\n" +
 	"\x06grants\x18\x03 \x03(\v2\x15.grackle.fsm.v1.GrantR\x06grants\x12:\n" +
 	"\vlock_grants\x18\x04 \x03(\v2\x19.grackle.fsm.v1.LockGrantR\n" +
 	"lockGrantsB\x04\n" +
@@ -2848,7 +3752,7 @@ const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\fgrpc_address\x18\x03 \x01(\tR\vgrpcAddress\x12\x14\n" +
 	"\x05voter\x18\x04 \x01(\bR\x05voter\"'\n" +
 	"\fRemoveMember\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\xda\x03\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\xed\x05\n" +
 	"\tSetLimits\x12%\n" +
 	"\x0emax_namespaces\x18\x01 \x01(\x03R\rmaxNamespaces\x12?\n" +
 	"\x1cmax_semaphores_per_namespace\x18\x02 \x01(\x03R\x19maxSemaphoresPerNamespace\x127\n" +
@@ -2859,7 +3763,13 @@ const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\x0fmax_ttl_seconds\x18\x06 \x01(\x03R\rmaxTtlSeconds\x125\n" +
 	"\x17max_locks_per_namespace\x18\a \x01(\x03R\x14maxLocksPerNamespace\x12@\n" +
 	"\x1dmax_lock_leases_per_namespace\x18\b \x01(\x03R\x19maxLockLeasesPerNamespace\x12/\n" +
-	"\x14max_holders_per_lock\x18\t \x01(\x03R\x11maxHoldersPerLock\"\x06\n" +
+	"\x14max_holders_per_lock\x18\t \x01(\x03R\x11maxHoldersPerLock\x12@\n" +
+	"\x1dmax_wait_groups_per_namespace\x18\n" +
+	" \x01(\x03R\x19maxWaitGroupsPerNamespace\x12;\n" +
+	"\x1amax_barriers_per_namespace\x18\v \x01(\x03R\x17maxBarriersPerNamespace\x123\n" +
+	"\x16max_wait_group_counter\x18\f \x01(\x03R\x13maxWaitGroupCounter\x122\n" +
+	"\x15max_barrier_processes\x18\r \x01(\x03R\x13maxBarrierProcesses\x12)\n" +
+	"\x11max_jobs_per_call\x18\x0e \x01(\x03R\x0emaxJobsPerCall\"\x06\n" +
 	"\x04Noop\"#\n" +
 	"\x05Batch\x12\x1a\n" +
 	"\bcommands\x18\x01 \x03(\fR\bcommands\"\x93\x01\n" +
@@ -2894,7 +3804,81 @@ const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
 	"DeleteLock\x12%\n" +
 	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x1b\n" +
-	"\tlock_name\x18\x02 \x01(\tR\blockName\"\xf8\x01\n" +
+	"\tlock_name\x18\x02 \x01(\tR\blockName\"\xf2\x02\n" +
+	"\x0fCreateWaitGroup\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x18\n" +
+	"\acounter\x18\x04 \x01(\x03R\acounter\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x05 \x01(\x03R\texpiresAt\x12A\n" +
+	"\x1ddelete_after_finished_seconds\x18\x06 \x01(\x03R\x1adeleteAfterFinishedSeconds\x12I\n" +
+	"\bmetadata\x18\a \x03(\v2-.grackle.fsm.v1.CreateWaitGroup.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9d\x03\n" +
+	"\x0fUpdateWaitGroup\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x18\n" +
+	"\acounter\x18\x04 \x01(\x03R\acounter\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x05 \x01(\x03R\texpiresAt\x12A\n" +
+	"\x1ddelete_after_finished_seconds\x18\x06 \x01(\x03R\x1adeleteAfterFinishedSeconds\x12I\n" +
+	"\bmetadata\x18\a \x03(\v2-.grackle.fsm.v1.UpdateWaitGroup.MetadataEntryR\bmetadata\x12)\n" +
+	"\x10expected_version\x18\b \x01(\x03R\x0fexpectedVersion\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"L\n" +
+	"\x0fDeleteWaitGroup\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xac\x01\n" +
+	"\rJobCompletion\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12G\n" +
+	"\bmetadata\x18\x02 \x03(\v2+.grackle.fsm.v1.JobCompletion.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"|\n" +
+	"\fCompleteJobs\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x121\n" +
+	"\x04jobs\x18\x03 \x03(\v2\x1d.grackle.fsm.v1.JobCompletionR\x04jobs\"\xe4\x02\n" +
+	"\rCreateBarrier\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12-\n" +
+	"\x12expected_processes\x18\x04 \x01(\x03R\x11expectedProcesses\x12A\n" +
+	"\x1ddelete_inactive_after_seconds\x18\x05 \x01(\x03R\x1adeleteInactiveAfterSeconds\x12G\n" +
+	"\bmetadata\x18\x06 \x03(\v2+.grackle.fsm.v1.CreateBarrier.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8f\x03\n" +
+	"\rUpdateBarrier\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12-\n" +
+	"\x12expected_processes\x18\x04 \x01(\x03R\x11expectedProcesses\x12A\n" +
+	"\x1ddelete_inactive_after_seconds\x18\x05 \x01(\x03R\x1adeleteInactiveAfterSeconds\x12G\n" +
+	"\bmetadata\x18\x06 \x03(\v2+.grackle.fsm.v1.UpdateBarrier.MetadataEntryR\bmetadata\x12)\n" +
+	"\x10expected_version\x18\a \x01(\x03R\x0fexpectedVersion\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"J\n" +
+	"\rDeleteBarrier\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xa4\x02\n" +
+	"\x0fArriveAtBarrier\x12%\n" +
+	"\x0enamespace_name\x18\x01 \x01(\tR\rnamespaceName\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"process_id\x18\x03 \x01(\tR\tprocessId\x12/\n" +
+	"\x13expected_generation\x18\x04 \x01(\x03R\x12expectedGeneration\x12I\n" +
+	"\bmetadata\x18\x05 \x03(\v2-.grackle.fsm.v1.ArriveAtBarrier.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\" \n" +
+	"\fExpireTimers\x12\x10\n" +
+	"\x03max\x18\x01 \x01(\x05R\x03max\"\xf8\x01\n" +
 	"\fSnapshotMeta\x12\x16\n" +
 	"\x06format\x18\x01 \x01(\rR\x06format\x12\x19\n" +
 	"\blast_now\x18\x02 \x01(\x03R\alastNow\x12\x1d\n" +
@@ -2980,7 +3964,7 @@ func file_grackle_fsm_v1_command_proto_rawDescGZIP() []byte {
 	return file_grackle_fsm_v1_command_proto_rawDescData
 }
 
-var file_grackle_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_grackle_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_grackle_fsm_v1_command_proto_goTypes = []any{
 	(*Command)(nil),         // 0: grackle.fsm.v1.Command
 	(*CreateNamespace)(nil), // 1: grackle.fsm.v1.CreateNamespace
@@ -3010,24 +3994,40 @@ var file_grackle_fsm_v1_command_proto_goTypes = []any{
 	(*AcquireLock)(nil),     // 25: grackle.fsm.v1.AcquireLock
 	(*ReleaseLock)(nil),     // 26: grackle.fsm.v1.ReleaseLock
 	(*DeleteLock)(nil),      // 27: grackle.fsm.v1.DeleteLock
-	(*SnapshotMeta)(nil),    // 28: grackle.fsm.v1.SnapshotMeta
-	(*TokenRecord)(nil),     // 29: grackle.fsm.v1.TokenRecord
-	(*NamespaceRecord)(nil), // 30: grackle.fsm.v1.NamespaceRecord
-	(*SemaphoreRecord)(nil), // 31: grackle.fsm.v1.SemaphoreRecord
-	(*LeaseRecord)(nil),     // 32: grackle.fsm.v1.LeaseRecord
-	(*HolderRecord)(nil),    // 33: grackle.fsm.v1.HolderRecord
-	(*MemberRecord)(nil),    // 34: grackle.fsm.v1.MemberRecord
-	nil,                     // 35: grackle.fsm.v1.CreateNamespace.MetadataEntry
-	nil,                     // 36: grackle.fsm.v1.UpdateNamespace.MetadataEntry
-	nil,                     // 37: grackle.fsm.v1.CreateSemaphore.MetadataEntry
-	nil,                     // 38: grackle.fsm.v1.UpdateSemaphore.MetadataEntry
-	nil,                     // 39: grackle.fsm.v1.Grant.MetadataEntry
-	nil,                     // 40: grackle.fsm.v1.CreateLease.MetadataEntry
-	nil,                     // 41: grackle.fsm.v1.LockGrant.MetadataEntry
-	nil,                     // 42: grackle.fsm.v1.NamespaceRecord.MetadataEntry
-	nil,                     // 43: grackle.fsm.v1.SemaphoreRecord.MetadataEntry
-	nil,                     // 44: grackle.fsm.v1.LeaseRecord.MetadataEntry
-	nil,                     // 45: grackle.fsm.v1.HolderRecord.MetadataEntry
+	(*CreateWaitGroup)(nil), // 28: grackle.fsm.v1.CreateWaitGroup
+	(*UpdateWaitGroup)(nil), // 29: grackle.fsm.v1.UpdateWaitGroup
+	(*DeleteWaitGroup)(nil), // 30: grackle.fsm.v1.DeleteWaitGroup
+	(*JobCompletion)(nil),   // 31: grackle.fsm.v1.JobCompletion
+	(*CompleteJobs)(nil),    // 32: grackle.fsm.v1.CompleteJobs
+	(*CreateBarrier)(nil),   // 33: grackle.fsm.v1.CreateBarrier
+	(*UpdateBarrier)(nil),   // 34: grackle.fsm.v1.UpdateBarrier
+	(*DeleteBarrier)(nil),   // 35: grackle.fsm.v1.DeleteBarrier
+	(*ArriveAtBarrier)(nil), // 36: grackle.fsm.v1.ArriveAtBarrier
+	(*ExpireTimers)(nil),    // 37: grackle.fsm.v1.ExpireTimers
+	(*SnapshotMeta)(nil),    // 38: grackle.fsm.v1.SnapshotMeta
+	(*TokenRecord)(nil),     // 39: grackle.fsm.v1.TokenRecord
+	(*NamespaceRecord)(nil), // 40: grackle.fsm.v1.NamespaceRecord
+	(*SemaphoreRecord)(nil), // 41: grackle.fsm.v1.SemaphoreRecord
+	(*LeaseRecord)(nil),     // 42: grackle.fsm.v1.LeaseRecord
+	(*HolderRecord)(nil),    // 43: grackle.fsm.v1.HolderRecord
+	(*MemberRecord)(nil),    // 44: grackle.fsm.v1.MemberRecord
+	nil,                     // 45: grackle.fsm.v1.CreateNamespace.MetadataEntry
+	nil,                     // 46: grackle.fsm.v1.UpdateNamespace.MetadataEntry
+	nil,                     // 47: grackle.fsm.v1.CreateSemaphore.MetadataEntry
+	nil,                     // 48: grackle.fsm.v1.UpdateSemaphore.MetadataEntry
+	nil,                     // 49: grackle.fsm.v1.Grant.MetadataEntry
+	nil,                     // 50: grackle.fsm.v1.CreateLease.MetadataEntry
+	nil,                     // 51: grackle.fsm.v1.LockGrant.MetadataEntry
+	nil,                     // 52: grackle.fsm.v1.CreateWaitGroup.MetadataEntry
+	nil,                     // 53: grackle.fsm.v1.UpdateWaitGroup.MetadataEntry
+	nil,                     // 54: grackle.fsm.v1.JobCompletion.MetadataEntry
+	nil,                     // 55: grackle.fsm.v1.CreateBarrier.MetadataEntry
+	nil,                     // 56: grackle.fsm.v1.UpdateBarrier.MetadataEntry
+	nil,                     // 57: grackle.fsm.v1.ArriveAtBarrier.MetadataEntry
+	nil,                     // 58: grackle.fsm.v1.NamespaceRecord.MetadataEntry
+	nil,                     // 59: grackle.fsm.v1.SemaphoreRecord.MetadataEntry
+	nil,                     // 60: grackle.fsm.v1.LeaseRecord.MetadataEntry
+	nil,                     // 61: grackle.fsm.v1.HolderRecord.MetadataEntry
 }
 var file_grackle_fsm_v1_command_proto_depIdxs = []int32{
 	1,  // 0: grackle.fsm.v1.Command.create_namespace:type_name -> grackle.fsm.v1.CreateNamespace
@@ -3054,30 +4054,46 @@ var file_grackle_fsm_v1_command_proto_depIdxs = []int32{
 	25, // 21: grackle.fsm.v1.Command.acquire_lock:type_name -> grackle.fsm.v1.AcquireLock
 	26, // 22: grackle.fsm.v1.Command.release_lock:type_name -> grackle.fsm.v1.ReleaseLock
 	27, // 23: grackle.fsm.v1.Command.delete_lock:type_name -> grackle.fsm.v1.DeleteLock
-	7,  // 24: grackle.fsm.v1.Command.grants:type_name -> grackle.fsm.v1.Grant
-	24, // 25: grackle.fsm.v1.Command.lock_grants:type_name -> grackle.fsm.v1.LockGrant
-	35, // 26: grackle.fsm.v1.CreateNamespace.metadata:type_name -> grackle.fsm.v1.CreateNamespace.MetadataEntry
-	36, // 27: grackle.fsm.v1.UpdateNamespace.metadata:type_name -> grackle.fsm.v1.UpdateNamespace.MetadataEntry
-	37, // 28: grackle.fsm.v1.CreateSemaphore.metadata:type_name -> grackle.fsm.v1.CreateSemaphore.MetadataEntry
-	38, // 29: grackle.fsm.v1.UpdateSemaphore.metadata:type_name -> grackle.fsm.v1.UpdateSemaphore.MetadataEntry
-	39, // 30: grackle.fsm.v1.Grant.metadata:type_name -> grackle.fsm.v1.Grant.MetadataEntry
-	7,  // 31: grackle.fsm.v1.Acquire.grant:type_name -> grackle.fsm.v1.Grant
-	40, // 32: grackle.fsm.v1.CreateLease.metadata:type_name -> grackle.fsm.v1.CreateLease.MetadataEntry
-	20, // 33: grackle.fsm.v1.AclBootstrap.token:type_name -> grackle.fsm.v1.AclToken
-	20, // 34: grackle.fsm.v1.AclCreateToken.token:type_name -> grackle.fsm.v1.AclToken
-	41, // 35: grackle.fsm.v1.LockGrant.metadata:type_name -> grackle.fsm.v1.LockGrant.MetadataEntry
-	24, // 36: grackle.fsm.v1.AcquireLock.grant:type_name -> grackle.fsm.v1.LockGrant
-	17, // 37: grackle.fsm.v1.SnapshotMeta.limits:type_name -> grackle.fsm.v1.SetLimits
-	20, // 38: grackle.fsm.v1.TokenRecord.token:type_name -> grackle.fsm.v1.AclToken
-	42, // 39: grackle.fsm.v1.NamespaceRecord.metadata:type_name -> grackle.fsm.v1.NamespaceRecord.MetadataEntry
-	43, // 40: grackle.fsm.v1.SemaphoreRecord.metadata:type_name -> grackle.fsm.v1.SemaphoreRecord.MetadataEntry
-	44, // 41: grackle.fsm.v1.LeaseRecord.metadata:type_name -> grackle.fsm.v1.LeaseRecord.MetadataEntry
-	45, // 42: grackle.fsm.v1.HolderRecord.metadata:type_name -> grackle.fsm.v1.HolderRecord.MetadataEntry
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	28, // 24: grackle.fsm.v1.Command.create_wait_group:type_name -> grackle.fsm.v1.CreateWaitGroup
+	29, // 25: grackle.fsm.v1.Command.update_wait_group:type_name -> grackle.fsm.v1.UpdateWaitGroup
+	30, // 26: grackle.fsm.v1.Command.delete_wait_group:type_name -> grackle.fsm.v1.DeleteWaitGroup
+	32, // 27: grackle.fsm.v1.Command.complete_jobs:type_name -> grackle.fsm.v1.CompleteJobs
+	33, // 28: grackle.fsm.v1.Command.create_barrier:type_name -> grackle.fsm.v1.CreateBarrier
+	34, // 29: grackle.fsm.v1.Command.update_barrier:type_name -> grackle.fsm.v1.UpdateBarrier
+	35, // 30: grackle.fsm.v1.Command.delete_barrier:type_name -> grackle.fsm.v1.DeleteBarrier
+	36, // 31: grackle.fsm.v1.Command.arrive_at_barrier:type_name -> grackle.fsm.v1.ArriveAtBarrier
+	37, // 32: grackle.fsm.v1.Command.expire_timers:type_name -> grackle.fsm.v1.ExpireTimers
+	7,  // 33: grackle.fsm.v1.Command.grants:type_name -> grackle.fsm.v1.Grant
+	24, // 34: grackle.fsm.v1.Command.lock_grants:type_name -> grackle.fsm.v1.LockGrant
+	45, // 35: grackle.fsm.v1.CreateNamespace.metadata:type_name -> grackle.fsm.v1.CreateNamespace.MetadataEntry
+	46, // 36: grackle.fsm.v1.UpdateNamespace.metadata:type_name -> grackle.fsm.v1.UpdateNamespace.MetadataEntry
+	47, // 37: grackle.fsm.v1.CreateSemaphore.metadata:type_name -> grackle.fsm.v1.CreateSemaphore.MetadataEntry
+	48, // 38: grackle.fsm.v1.UpdateSemaphore.metadata:type_name -> grackle.fsm.v1.UpdateSemaphore.MetadataEntry
+	49, // 39: grackle.fsm.v1.Grant.metadata:type_name -> grackle.fsm.v1.Grant.MetadataEntry
+	7,  // 40: grackle.fsm.v1.Acquire.grant:type_name -> grackle.fsm.v1.Grant
+	50, // 41: grackle.fsm.v1.CreateLease.metadata:type_name -> grackle.fsm.v1.CreateLease.MetadataEntry
+	20, // 42: grackle.fsm.v1.AclBootstrap.token:type_name -> grackle.fsm.v1.AclToken
+	20, // 43: grackle.fsm.v1.AclCreateToken.token:type_name -> grackle.fsm.v1.AclToken
+	51, // 44: grackle.fsm.v1.LockGrant.metadata:type_name -> grackle.fsm.v1.LockGrant.MetadataEntry
+	24, // 45: grackle.fsm.v1.AcquireLock.grant:type_name -> grackle.fsm.v1.LockGrant
+	52, // 46: grackle.fsm.v1.CreateWaitGroup.metadata:type_name -> grackle.fsm.v1.CreateWaitGroup.MetadataEntry
+	53, // 47: grackle.fsm.v1.UpdateWaitGroup.metadata:type_name -> grackle.fsm.v1.UpdateWaitGroup.MetadataEntry
+	54, // 48: grackle.fsm.v1.JobCompletion.metadata:type_name -> grackle.fsm.v1.JobCompletion.MetadataEntry
+	31, // 49: grackle.fsm.v1.CompleteJobs.jobs:type_name -> grackle.fsm.v1.JobCompletion
+	55, // 50: grackle.fsm.v1.CreateBarrier.metadata:type_name -> grackle.fsm.v1.CreateBarrier.MetadataEntry
+	56, // 51: grackle.fsm.v1.UpdateBarrier.metadata:type_name -> grackle.fsm.v1.UpdateBarrier.MetadataEntry
+	57, // 52: grackle.fsm.v1.ArriveAtBarrier.metadata:type_name -> grackle.fsm.v1.ArriveAtBarrier.MetadataEntry
+	17, // 53: grackle.fsm.v1.SnapshotMeta.limits:type_name -> grackle.fsm.v1.SetLimits
+	20, // 54: grackle.fsm.v1.TokenRecord.token:type_name -> grackle.fsm.v1.AclToken
+	58, // 55: grackle.fsm.v1.NamespaceRecord.metadata:type_name -> grackle.fsm.v1.NamespaceRecord.MetadataEntry
+	59, // 56: grackle.fsm.v1.SemaphoreRecord.metadata:type_name -> grackle.fsm.v1.SemaphoreRecord.MetadataEntry
+	60, // 57: grackle.fsm.v1.LeaseRecord.metadata:type_name -> grackle.fsm.v1.LeaseRecord.MetadataEntry
+	61, // 58: grackle.fsm.v1.HolderRecord.metadata:type_name -> grackle.fsm.v1.HolderRecord.MetadataEntry
+	59, // [59:59] is the sub-list for method output_type
+	59, // [59:59] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_grackle_fsm_v1_command_proto_init() }
@@ -3110,6 +4126,15 @@ func file_grackle_fsm_v1_command_proto_init() {
 		(*Command_AcquireLock)(nil),
 		(*Command_ReleaseLock)(nil),
 		(*Command_DeleteLock)(nil),
+		(*Command_CreateWaitGroup)(nil),
+		(*Command_UpdateWaitGroup)(nil),
+		(*Command_DeleteWaitGroup)(nil),
+		(*Command_CompleteJobs)(nil),
+		(*Command_CreateBarrier)(nil),
+		(*Command_UpdateBarrier)(nil),
+		(*Command_DeleteBarrier)(nil),
+		(*Command_ArriveAtBarrier)(nil),
+		(*Command_ExpireTimers)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3117,7 +4142,7 @@ func file_grackle_fsm_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grackle_fsm_v1_command_proto_rawDesc), len(file_grackle_fsm_v1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   46,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
