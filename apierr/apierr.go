@@ -79,12 +79,31 @@ const (
 	MemberNotFound = "MEMBER_NOT_FOUND"
 	// TokenNotFound: the access token id does not exist.
 	TokenNotFound = "TOKEN_NOT_FOUND"
+	// WaitGroupNotFound: the wait group does not exist (or was deleted,
+	// by DeleteWaitGroup or after delete_after_finished_seconds).
+	WaitGroupNotFound = "WAIT_GROUP_NOT_FOUND"
+	// BarrierNotFound: the barrier does not exist (or was deleted, by
+	// DeleteBarrier or after delete_inactive_after_seconds).
+	BarrierNotFound = "BARRIER_NOT_FOUND"
 )
 
 // UpgradeConflict: AcquireLock of a shared holder asking for exclusive
 // while another lease's upgrade of the same lock (or an ancestor or a
 // descendant) waits; nothing changed. Code FailedPrecondition.
 const UpgradeConflict = "UPGRADE_CONFLICT"
+
+// GenerationMismatch: ArriveAtBarrier with an expected_generation that is
+// neither the barrier's current one nor (for a counted arrival) the
+// previous one, WaitAtBarrier with a generation that has not begun, or
+// ListBarrierParticipants with a generation no longer kept. The metadata
+// names the current generation (KeyCurrentGeneration). Code
+// FailedPrecondition.
+const GenerationMismatch = "GENERATION_MISMATCH"
+
+// WaitGroupNotActive: new jobs for a wait group that is COMPLETED or
+// EXPIRED (or past its expires_at), or an update of one. The metadata
+// names its status (KeyStatus). Code FailedPrecondition.
+const WaitGroupNotActive = "WAIT_GROUP_NOT_ACTIVE"
 
 // LeaseGone reports whether err says the caller's lease no longer exists:
 // NotFound with LeaseNotFound, or with NamespaceNotFound (deleting a
@@ -102,6 +121,10 @@ const (
 	KeyLeaderID      = "leader_id"
 	KeyLeaderAddress = "leader_address"
 	KeyNode          = "node_id" // the node that produced the error
+	// KeyCurrentGeneration: a barrier's current generation (GenerationMismatch).
+	KeyCurrentGeneration = "current_generation"
+	// KeyStatus: a wait group's status (WaitGroupNotActive).
+	KeyStatus = "status"
 )
 
 // Leader names the leader as the answering node knew it; empty fields
