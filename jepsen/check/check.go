@@ -19,6 +19,10 @@
 //   - Locks (locks*.go): no two conflicting holds certainly held at once,
 //     fencing tokens increase, reads agree with acknowledged grants and
 //     releases, no grant overtakes a conflicting waiter (conflict-FIFO).
+//   - Wait groups and barriers (waitgroups.go, barriers.go): never
+//     COMPLETED (tripped, released) before enough distinct jobs (arrivals)
+//     were sent, no acknowledged completion (arrival) lost, EXPIRED only
+//     after expires_at by the leader's clock, generations only increase.
 package check
 
 import (
@@ -138,6 +142,8 @@ func All(h *history.History, opts Options) []Result {
 		lockFencing(h, lx, opts.MaxAnomalies),
 		lockLost(h, lx, opts.MaxAnomalies),
 		lockFIFO(h, lx, opts.MaxAnomalies),
+		waitGroups(h, opts.MaxAnomalies),
+		barriers(h, opts.MaxAnomalies),
 	)
 }
 
@@ -213,6 +219,10 @@ func opObject(o *history.Op) string {
 		return "lock " + semKey(o.Namespace, o.Lock)
 	case o.Semaphore != "":
 		return "semaphore " + opSem(o)
+	case isWaitGroupKind(o.Kind):
+		return "wait group " + wgKey(o)
+	case isBarrierKind(o.Kind):
+		return "barrier " + barrierKey(o)
 	}
 	return "namespace " + o.Namespace
 }
@@ -327,6 +337,10 @@ func FormatOp(o history.Op) string {
 		} else if o.Namespace != "" {
 			fmt.Fprintf(&b, " %s", o.Namespace)
 		}
+	} else if isWaitGroupKind(o.Kind) {
+		fmt.Fprintf(&b, " %s", wgKey(&o))
+	} else if isBarrierKind(o.Kind) {
+		fmt.Fprintf(&b, " %s", barrierKey(&o))
 	} else if o.Semaphore != "" {
 		fmt.Fprintf(&b, " %s", semKey(o.Namespace, o.Semaphore))
 	} else if o.Namespace != "" {
@@ -342,6 +356,21 @@ func FormatOp(o history.Op) string {
 		fmt.Fprintf(&b, " ttl=%ds", o.TTL)
 	case history.LockAcquire:
 		fmt.Fprintf(&b, " %s timeout=%ds", modeName(o.Exclusive), o.Timeout)
+	case history.WGCreate:
+		fmt.Fprintf(&b, " counter=%d expires_at=%d", o.Counter, o.ExpiresAt)
+	case history.WGComplete:
+		fmt.Fprintf(&b, " jobs=%v", o.Jobs)
+	case history.WGWait, history.BarrierWait:
+		if o.Kind == history.BarrierWait {
+			fmt.Fprintf(&b, " gen=%d", o.Generation)
+		}
+		fmt.Fprintf(&b, " timeout=%ds", o.Timeout)
+	case history.BarrierCreate:
+		fmt.Fprintf(&b, " expected=%d", o.Expected)
+	case history.BarrierArrive:
+		fmt.Fprintf(&b, " process=%s gen=%d", o.BarrierProcess, o.Generation)
+	case history.BarrierParticipants:
+		fmt.Fprintf(&b, " gen=%d", o.Generation)
 	}
 	if o.Outcome == history.Info {
 		fmt.Fprintf(&b, " [%s → open]", secs(o.Invoke))
@@ -403,8 +432,66 @@ func FormatOp(o history.Op) string {
 			fmt.Fprintf(&b, " waiters=[%s]", strings.Join(parts, " "))
 		}
 	}
+	if o.Outcome == history.OK {
+		formatWaitResult(&b, o)
+	}
+	if o.ErrStatus != "" {
+		fmt.Fprintf(&b, " status=%s", o.ErrStatus)
+	}
+	if o.CurrentGeneration != 0 {
+		fmt.Fprintf(&b, " current_gen=%d", o.CurrentGeneration)
+	}
 	if o.Error != "" {
 		fmt.Fprintf(&b, " error=%q", o.Error)
 	}
 	return b.String()
+}
+
+// formatWaitResult renders what a wait-group or barrier answer showed.
+func formatWaitResult(b *strings.Builder, o history.Op) {
+	if o.WaitOutcome != "" {
+		fmt.Fprintf(b, " %s", o.WaitOutcome)
+	}
+	if v := o.WG; v != nil {
+		fmt.Fprintf(b, " wg{%s %d/%d", v.Status, v.Completed, v.Counter)
+		if v.ExpiresAt != 0 {
+			fmt.Fprintf(b, " expires_at=%d", v.ExpiresAt)
+		}
+		if v.FinishedAt != 0 {
+			fmt.Fprintf(b, " finished_at=%d", v.FinishedAt)
+		}
+		if v.LastActivity != 0 {
+			fmt.Fprintf(b, " last_activity_at=%d", v.LastActivity)
+		}
+		b.WriteString("}")
+	}
+	if o.Kind == history.WGComplete {
+		fmt.Fprintf(b, " newly=%d", o.Newly)
+	}
+	if o.Kind == history.WGJobs {
+		ids := make([]string, len(o.Listed))
+		for i, j := range o.Listed {
+			ids[i] = j.ID
+		}
+		fmt.Fprintf(b, " listed=[%s]", strings.Join(ids, " "))
+		if o.Truncated {
+			b.WriteString(" truncated")
+		}
+	}
+	if v := o.B; v != nil {
+		fmt.Fprintf(b, " barrier{gen=%d arrived=%d/%d}", v.Generation, v.Arrived, v.Expected)
+	}
+	if o.Kind == history.BarrierArrive {
+		fmt.Fprintf(b, " all_arrived=%v", o.AllArrived)
+	}
+	if o.Kind == history.BarrierParticipants {
+		ps := make([]string, len(o.Participants))
+		for i, p := range o.Participants {
+			ps[i] = p.Process
+		}
+		fmt.Fprintf(b, " listed_gen=%d participants=[%s]", o.ListedGeneration, strings.Join(ps, " "))
+		if o.Truncated {
+			b.WriteString(" truncated")
+		}
+	}
 }

@@ -45,6 +45,39 @@ const (
 	LockWaiters     = "lock_waiters"      // ListLockWaiters: Waiters
 )
 
+// Kinds of the wait-group workload's operations.
+const (
+	WGCreate   = "wg_create"   // CreateWaitGroup: WaitGroup, Counter and ExpiresAt as asked; WG
+	WGComplete = "wg_complete" // CompleteJobsFromWaitGroup: WaitGroup, Jobs; WG, Newly (or, refused WAIT_GROUP_NOT_ACTIVE, ErrStatus)
+	WGGet      = "wg_get"      // GetWaitGroup: WG
+	WGWait     = "wg_wait"     // WaitForWaitGroup: Timeout; WG, WaitOutcome
+	WGJobs     = "wg_jobs"     // ListWaitGroupCompletedJobs: Listed (in job_id order), Truncated
+)
+
+// Kinds of the barrier workload's operations.
+const (
+	BarrierCreate       = "barrier_create"       // CreateBarrier: Barrier, Expected as asked; B
+	BarrierArrive       = "barrier_arrive"       // ArriveAtBarrier: BarrierProcess, Generation (expected_generation); B, AllArrived (or, GENERATION_MISMATCH, CurrentGeneration)
+	BarrierWait         = "barrier_wait"         // WaitAtBarrier: Generation (expected_generation), Timeout; B, WaitOutcome (or CurrentGeneration)
+	BarrierGet          = "barrier_get"          // GetBarrier: B
+	BarrierParticipants = "barrier_participants" // ListBarrierParticipants: Generation (asked, 0 = current); ListedGeneration, Participants, Truncated
+)
+
+// Wait outcomes (Op.WaitOutcome, when Outcome == OK).
+const (
+	WaitCompleted = "COMPLETED" // WaitForWaitGroup
+	WaitExpired   = "EXPIRED"   // WaitForWaitGroup
+	WaitTripped   = "TRIPPED"   // WaitAtBarrier
+	WaitTimedOut  = "TIMED_OUT" // both
+)
+
+// Wait group statuses (WaitGroupView.Status, Op.ErrStatus).
+const (
+	WGActive    = "ACTIVE"
+	WGCompleted = "COMPLETED"
+	WGExpired   = "EXPIRED"
+)
+
 // Outcomes.
 const (
 	OK   = "ok"   // the call completed and succeeded (for acquire: any outcome but an error)
@@ -86,6 +119,38 @@ type LockWaiter struct {
 	Exclusive bool   `json:"excl,omitempty"`
 	Position  int64  `json:"pos,omitempty"`
 	Upgrade   bool   `json:"upgrade,omitempty"`
+}
+
+// WaitGroupView is a wait group as a response showed it (times are the
+// leader's, Unix ns).
+type WaitGroupView struct {
+	Counter      int64  `json:"counter"`
+	Completed    int64  `json:"completed"`
+	Status       string `json:"status"` // ACTIVE, COMPLETED, EXPIRED
+	ExpiresAt    int64  `json:"expires_at,omitempty"`
+	FinishedAt   int64  `json:"finished_at,omitempty"`
+	LastActivity int64  `json:"last_activity_at,omitempty"`
+}
+
+// WaitGroupJob is one completed job as ListWaitGroupCompletedJobs showed it.
+type WaitGroupJob struct {
+	ID          string `json:"id"`
+	CompletedAt int64  `json:"at,omitempty"` // the leader's time of the commit that completed it
+}
+
+// BarrierView is a barrier as a response showed it.
+type BarrierView struct {
+	Expected     int64 `json:"expected"`
+	Arrived      int64 `json:"arrived"`
+	Generation   int64 `json:"generation"`
+	LastActivity int64 `json:"last_activity_at,omitempty"`
+}
+
+// Participant is one arrival as ListBarrierParticipants showed it.
+type Participant struct {
+	Process    string `json:"process"`
+	Generation int64  `json:"generation"`
+	ArrivedAt  int64  `json:"at,omitempty"`
 }
 
 // Op is one client operation.
@@ -142,6 +207,42 @@ type Op struct {
 	Locks     []LockView   `json:"locks,omitempty"`
 	Truncated bool         `json:"truncated,omitempty"`
 	Waiters   []LockWaiter `json:"waiters,omitempty"`
+
+	// Wait groups. WaitGroup is the group's name; Jobs the job_ids a
+	// wg_complete sent; Counter the counter a wg_create asked for (its
+	// ExpiresAt: the expires_at asked for, 0 never); WG the group as the
+	// answer showed it; Newly a completion's newly_completed; Listed what
+	// a wg_jobs read (Truncated: more pages). ErrStatus is the status a
+	// WAIT_GROUP_NOT_ACTIVE refusal named.
+	WaitGroup string         `json:"wg,omitempty"`
+	Jobs      []string       `json:"jobs,omitempty"`
+	Counter   int64          `json:"counter,omitempty"`
+	WG        *WaitGroupView `json:"wg_state,omitempty"`
+	Newly     int64          `json:"newly,omitempty"`
+	Listed    []WaitGroupJob `json:"listed,omitempty"`
+	ErrStatus string         `json:"err_status,omitempty"`
+	// WaitOutcome: a wg_wait's or barrier_wait's outcome (COMPLETED,
+	// EXPIRED, TRIPPED, TIMED_OUT).
+	WaitOutcome string `json:"wait_outcome,omitempty"`
+
+	// Barriers. Barrier is the barrier's name; Expected the
+	// expected_processes a barrier_create asked for; BarrierProcess an
+	// arrival's process_id; Generation an arrival's or wait's
+	// expected_generation, or the generation a participants read asked for
+	// (0: the current one); B the barrier as the answer showed it;
+	// AllArrived an arrival's all_arrived; ListedGeneration the generation
+	// a participants read listed, Participants what it listed;
+	// CurrentGeneration the current generation a GENERATION_MISMATCH
+	// refusal named.
+	Barrier           string        `json:"barrier,omitempty"`
+	Expected          int64         `json:"expected,omitempty"`
+	BarrierProcess    string        `json:"bproc,omitempty"`
+	Generation        int64         `json:"gen,omitempty"`
+	B                 *BarrierView  `json:"barrier_state,omitempty"`
+	AllArrived        bool          `json:"all_arrived,omitempty"`
+	ListedGeneration  int64         `json:"listed_gen,omitempty"`
+	Participants      []Participant `json:"participants,omitempty"`
+	CurrentGeneration int64         `json:"current_gen,omitempty"`
 }
 
 // Nemesis is one fault window: from Start (fault injected) to End (healed).
@@ -174,10 +275,14 @@ type History struct {
 	Permits  map[string]int64 `json:"permits"` // semaphore -> permits (fixed during a run)
 	// LockNames are the lock workload's lock names (the lock checkers also
 	// find them in the ops; this lists them for the report).
-	LockNames []string          `json:"lock_names,omitempty"`
-	Meta      map[string]string `json:"meta,omitempty"`
-	Ops       []Op              `json:"-"`
-	Nemeses   []Nemesis         `json:"-"`
+	LockNames []string `json:"lock_names,omitempty"`
+	// WaitGroups and Barriers count the groups and barriers the wait
+	// workloads created (for the report; the checkers read the ops).
+	WaitGroups int               `json:"wait_groups,omitempty"`
+	Barriers   int               `json:"barriers,omitempty"`
+	Meta       map[string]string `json:"meta,omitempty"`
+	Ops        []Op              `json:"-"`
+	Nemeses    []Nemesis         `json:"-"`
 	// HealedAt is when the final heal finished; checks of "after healing"
 	// (lost acknowledged grants, liveness) use it.
 	HealedAt time.Duration `json:"healed_at"`
