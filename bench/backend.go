@@ -28,6 +28,17 @@ type Backend interface {
 	// lock lease; etcd: a concurrency.Session) with the given TTL for
 	// worker w, kept alive at TTL/3 until Close.
 	NewLockSession(ctx context.Context, w int, ttl time.Duration) (LockSession, error)
+
+	// Wait groups (waits.go), from worker w's connection. CompleteJobs is
+	// idempotent per job id; WaitWaitGroup returns once counter distinct
+	// jobs of the group are complete.
+	CreateWaitGroup(ctx context.Context, w int, name string, counter int64) error
+	CompleteJobs(ctx context.Context, w int, name string, jobs []string) error
+	WaitWaitGroup(ctx context.Context, w int, name string) error
+	DeleteWaitGroup(ctx context.Context, w int, name string) error
+	// NewBarrier creates a barrier of parties processes, played by
+	// workers 0..parties-1.
+	NewBarrier(ctx context.Context, name string, parties int) (Barrier, error)
 }
 
 // Session is one lease and the acquisitions made under it.

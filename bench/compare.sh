@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make compare-bench: every workload of `grackle bench` (pairs, handoff,
-# leases, reads, expiry, locks, lockhandoff; see docs/PERFORMANCE.md)
-# against a 3-node Grackle and a 3-node etcd (Debian's etcd-server,
-# installed when missing; locks against etcd's concurrency.Mutex), on
+# leases, reads, expiry, locks, lockhandoff, waitgroup, barrier; see
+# docs/PERFORMANCE.md) against a 3-node Grackle and a 3-node etcd (Debian's
+# etcd-server, installed when missing; locks against etcd's
+# concurrency.Mutex, barrier against its recipe DoubleBarrier), on
 # loopback, fsync on, in one invocation, interleaved workload by workload
 # (each workload of each run on a fresh Grackle cluster and a fresh etcd
 # cluster back to back, the side that goes first alternating from run to
@@ -13,6 +14,7 @@
 #   DUR=3s WARMUP=1s RUNS=1 make compare-bench
 #   WORKLOADS=pairs,reads ETCD=0 make compare-bench
 #   DUR=5s WARMUP=1s RUNS=1 WORKLOADS=locks,lockhandoff make compare-bench
+#   DUR=5s WARMUP=1s RUNS=1 WORKLOADS=waitgroup,barrier make compare-bench
 #   SPREAD_READS=0 make compare-bench        # reads to the leader only
 #   ETCD=0 SERVER_FLAGS="--raft-log-store bolt" make compare-bench   # another server setting
 #
@@ -115,7 +117,7 @@ etcd_cluster() {
 
 common=(--duration "$DUR" --warmup "$WARMUP" --runs 1 -o json)
 all_w=$WORKLOADS
-[ "$all_w" = all ] && all_w=pairs,handoff,leases,reads,expiry,locks,lockhandoff
+[ "$all_w" = all ] && all_w=pairs,handoff,leases,reads,expiry,locks,lockhandoff,waitgroup,barrier
 IFS=, read -r -a wl <<<"$all_w"
 # bench_one LABEL RUN WORKLOAD CMD...: one workload against $EPS; CMD takes
 # a comma-separated workload list (grackle bench all, etcdbench).

@@ -57,6 +57,14 @@ func (f *fakeLocks) CommitIndex(context.Context) (uint64, error) {
 	return f.commits.Load(), nil
 }
 
+func (f *fakeLocks) CreateWaitGroup(context.Context, int, string, int64) error { return errLocksOnly }
+func (f *fakeLocks) CompleteJobs(context.Context, int, string, []string) error { return errLocksOnly }
+func (f *fakeLocks) WaitWaitGroup(context.Context, int, string) error          { return errLocksOnly }
+func (f *fakeLocks) DeleteWaitGroup(context.Context, int, string) error        { return errLocksOnly }
+func (f *fakeLocks) NewBarrier(context.Context, string, int) (bench.Barrier, error) {
+	return nil, errLocksOnly
+}
+
 func (f *fakeLocks) NewLockSession(context.Context, int, time.Duration) (bench.LockSession, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -74,6 +74,22 @@ var tableRows = []row{
 	{"lockhandoff", "self hand-off share", metric("self_handoff_frac"), 2, false},
 	{"lockhandoff", "commits per acquisition", metric("commits_per_op"), 2, false},
 	{"lockhandoff", "server CPU µs per acquisition", metric("server_cpu_us_per_op"), 0, false},
+	{"waitgroup", "completion calls/s", rate, 0, true},
+	{"waitgroup", "jobs/s", metric("jobs_per_s"), 0, true},
+	{"waitgroup", "groups/s", metric("groups_per_s"), 1, true},
+	{"waitgroup", "complete p50 ms", lat("complete", p50), 2, false},
+	{"waitgroup", "complete p99 ms", lat("complete", p99), 2, false},
+	{"waitgroup", "wake p50 ms (last batch -> waiter)", lat("wake", p50), 3, false},
+	{"waitgroup", "wake p99 ms", lat("wake", p99), 3, false},
+	{"waitgroup", "commits per call", metric("commits_per_op"), 2, false},
+	{"waitgroup", "server CPU µs per call", metric("server_cpu_us_per_op"), 0, false},
+	{"waitgroup", "server CPU µs per job", metric("server_cpu_us_per_job"), 1, false},
+	{"barrier", "rounds/s", rate, 1, true},
+	{"barrier", "trip p50 ms (last arrival -> last waiter)", lat("trip", p50), 3, false},
+	{"barrier", "trip p99 ms", lat("trip", p99), 3, false},
+	{"barrier", "wake spread p50 ms", lat("wake_spread", p50), 3, false},
+	{"barrier", "commits per round", metric("commits_per_op"), 1, false},
+	{"barrier", "server CPU µs per round", metric("server_cpu_us_per_op"), 0, false},
 }
 
 // Table writes a Markdown table of results: one column per target (in

@@ -33,7 +33,10 @@ import (
 //	lockhandoff
 //	         handoff with locks: one exclusive lock, 8 workers loop
 //	         acquire, hold 1 ms, release; figures as handoff's
-var Workloads = []string{"pairs", "handoff", "leases", "reads", "expiry", "locks", "lockhandoff"}
+//	waitgroup, barrier
+//	         wait groups completed in batches, and rounds at one barrier
+//	         of 64 processes (waits.go)
+var Workloads = []string{"pairs", "handoff", "leases", "reads", "expiry", "locks", "lockhandoff", "waitgroup", "barrier"}
 
 // Options configure the workloads; the flags are the same for every
 // target (Register).
@@ -49,6 +52,8 @@ type Options struct {
 	Hold       time.Duration // handoff, lockhandoff: how long a holder keeps the permit or lock
 	Trials     int           // expiry: expiring holders
 	ExpiryTTL  time.Duration // expiry: their TTL
+	Batch      int           // waitgroup: job ids per completion call (0: 100)
+	GroupJobs  int           // waitgroup: jobs per wait group, its counter (0: 1000)
 	ServerPIDs []int         // processes whose CPU time is the servers'
 	// CPUProfile, when set, is where a CPU profile of the load generator
 	// over each measured window goes: CPUProfile-<workload>-<run>.pprof.
@@ -75,6 +80,8 @@ func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Hold, "hold", time.Millisecond, "handoff, lockhandoff: how long a holder keeps the permit or lock")
 	fs.IntVar(&o.Trials, "trials", 40, "expiry: holders whose lease expires (concurrent, staggered)")
 	fs.DurationVar(&o.ExpiryTTL, "expiry-ttl", 2*time.Second, "expiry: TTL of the expiring leases")
+	fs.IntVar(&o.Batch, "batch", 100, "waitgroup: job ids per completion call (1-100)")
+	fs.IntVar(&o.GroupJobs, "group-jobs", 1000, "waitgroup: jobs per wait group (its counter)")
 	fs.IntSliceVar(&o.ServerPIDs, "server-pids", nil,
 		"PIDs of the server processes on this machine: their CPU time (/proc/PID/stat utime+stime) over the window gives server_cores and server_cpu_us_per_op")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "",
@@ -104,6 +111,16 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("trials: must be at least 1, got %d", o.Trials)
 	case o.ExpiryTTL < time.Second:
 		return fmt.Errorf("expiry-ttl: must be at least 1s, got %s", o.ExpiryTTL)
+	case o.Batch < 0 || o.Batch > 100:
+		return fmt.Errorf("batch: must be 1 to 100 (Grackle's jobs per call), got %d", o.Batch)
+	case o.GroupJobs < 0:
+		return fmt.Errorf("group-jobs: must be at least 1, got %d", o.GroupJobs)
+	}
+	if o.Batch == 0 {
+		o.Batch = 100
+	}
+	if o.GroupJobs == 0 {
+		o.GroupJobs = 1000
 	}
 	for _, p := range o.ServerPIDs {
 		if _, err := cpuSeconds(p); err != nil {
@@ -186,6 +203,10 @@ func RunOne(ctx context.Context, b Backend, o Options, workload string, run int)
 		res, err = locks(ctx, b, o)
 	case "lockhandoff":
 		res, err = lockHandoff(ctx, b, o)
+	case "waitgroup":
+		res, err = waitGroupWorkload(ctx, b, o)
+	case "barrier":
+		res, err = barrierWorkload(ctx, b, o)
 	default:
 		return Result{}, fmt.Errorf("unknown workload %q", workload)
 	}

@@ -4,7 +4,10 @@
 #  2. the same with client mutual TLS, peer TLS and access control on
 #     (-secure, shorter), and no call refused by them;
 #  3. each build-time fault (stale-read, early-grant, lock-conflict-grant)
-#     must be caught.
+#     must be caught;
+#  4. the wait-group and barrier faults (wg-early-complete,
+#     barrier-early-trip), both on in one short run, must each be caught
+#     by its own checker (waitgroup, barrier).
 # Needs root, iproute2, iptables and openssl.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,5 +36,18 @@ for fault in stale-read early-grant lock-conflict-grant; do
     echo "jepsen-ci: fault $fault caught"
   else
     echo "jepsen-ci: fault $fault NOT caught (exit $rc); output in /tmp/jepsen-ci-$fault.out"; exit 1
+  fi
+done
+# Both wait faults in one build and one run (GRACKLE_FAULT takes a list):
+# each breaks only its own primitive, and each checker must flag it.
+wf=wg-early-complete,barrier-early-trip
+$J -nodes 3 -duration 15s -nemesis pause -seed "$SEED" -fault "$wf" -lin-timeout 60s >/tmp/jepsen-ci-waits.out 2>&1
+rc=$?
+tail -3 /tmp/jepsen-ci-waits.out
+for c in waitgroup barrier; do
+  if [ $rc = 1 ] && grep -Eq "^jepsen: $c +anomaly" /tmp/jepsen-ci-waits.out; then
+    echo "jepsen-ci: fault $wf caught by $c"
+  else
+    echo "jepsen-ci: fault $wf NOT caught by $c (exit $rc); output in /tmp/jepsen-ci-waits.out"; exit 1
   fi
 done

@@ -1,8 +1,10 @@
 // Command etcdbench runs Grackle's benchmark workloads (package bench:
-// pairs, handoff, leases, reads, expiry, locks, lockhandoff) against etcd,
-// through the lease-owned semaphore recipe of recipe.go and, for the lock
-// workloads, etcd's own concurrency.Mutex (mutex.go), and prints the same
-// results as `grackle bench`. It is its own module so that etcd's client never
+// pairs, handoff, leases, reads, expiry, locks, lockhandoff, waitgroup,
+// barrier) against etcd, through the lease-owned semaphore recipe of
+// recipe.go, for the lock workloads etcd's own concurrency.Mutex
+// (mutex.go), for the barrier etcd's recipe DoubleBarrier and for wait
+// groups a key per job with a count-and-watch waiter (waits.go), and
+// prints the same results as `grackle bench`. It is its own module so that etcd's client never
 // enters the product's module.
 //
 //	etcdbench --endpoints 127.0.0.1:2379 [--server-pids P,P,P] [-o json] all|pairs,handoff,...

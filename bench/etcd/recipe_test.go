@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -193,5 +194,62 @@ func TestMutexSessionFIFO(t *testing.T) {
 	}
 	if err := ls[2].Unlock(ctx, "m"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The wait workloads' etcd side: the count-and-watch waiter returns once
+// counter distinct jobs exist (a job sent twice counts once), and the
+// barrier workload plays whole rounds of DoubleBarrier.Enter, finding
+// each round's last arrival afterwards.
+func TestWaitGroupAndBarrierOnEtcd(t *testing.T) {
+	e := startEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := e.CreateWaitGroup(ctx, 0, "g", 3); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.WaitWaitGroup(ctx, 0, "g") }()
+	for _, batch := range [][]string{{"a", "b"}, {"a", "b"}, {"b"}} {
+		if err := e.CompleteJobs(ctx, 0, "g", batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the waiter returned (%v) with 2 of 3 jobs", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := e.CompleteJobs(ctx, 0, "g", []string{"c", "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := e.WaitWaitGroup(ctx, 0, "g"); err != nil { // complete already: at once
+		t.Fatal(err)
+	}
+
+	o := bench.Options{Target: "etcd-test", Workers: 8, Warmup: 200 * time.Millisecond, Duration: time.Second, Runs: 1,
+		TTL: time.Minute, Trials: 1, ExpiryTTL: time.Second, Batch: 10, GroupJobs: 30, Format: "json"}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := bench.RunAll(ctx, e, o, []string{"waitgroup", "barrier"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := bench.ReadResults(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		t.Log(r.Line())
+		if r.Errors != 0 || r.Ops == 0 {
+			t.Errorf("%s: ops %d errors %d (last: %s)", r.Workload, r.Ops, r.Errors, r.LastError)
+		}
+		if r.Workload == "barrier" && r.Latency["trip"].N != r.Ops {
+			t.Errorf("barrier: %d trips of %d rounds", r.Latency["trip"].N, r.Ops)
+		}
 	}
 }

@@ -18,7 +18,7 @@ import (
 // and their output live in bench/, which also drives the etcd recipe of
 // bench/etcd, so both print the same results.
 func (a *app) benchCmd() *cobra.Command {
-	g := a.group("bench", "Measure a running cluster: pairs, handoff, leases, reads, expiry, locks, lockhandoff (see docs/PERFORMANCE.md)")
+	g := a.group("bench", "Measure a running cluster: pairs, handoff, leases, reads, expiry, locks, lockhandoff, waitgroup, barrier (see docs/PERFORMANCE.md)")
 	o := bench.Options{Target: "grackle"}
 	o.Register(g.PersistentFlags())
 	var spread bool
@@ -75,6 +75,8 @@ func (a *app) benchCmd() *cobra.Command {
 		"expiry":      "Expiry lateness: holders whose lease expires while a waiter waits",
 		"locks":       "Uncontended locks: each worker its own lock lease and exclusive lock, acquire then release",
 		"lockhandoff": "Contended lock: one exclusive lock, workers acquire, hold --hold, release (FIFO hand-off)",
+		"waitgroup":   "Wait groups: each worker completes its group of --group-jobs jobs in calls of --batch, a waiter waits for it",
+		"barrier":     "Barrier rounds: the workers meet at one barrier of as many processes; trip latency to the last woken",
 	}
 	for _, w := range bench.Workloads {
 		g.AddCommand(&cobra.Command{

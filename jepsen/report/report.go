@@ -58,6 +58,12 @@ type Counts struct {
 	// LockAcquireOutcomes: the lock workload's AcquireLock answers.
 	LockAcquireOutcomes map[string]int `json:"lock_acquire_outcomes,omitempty"`
 	FenceRejected       int            `json:"fence_writes_rejected"`
+	// WaitOutcomes: WaitForWaitGroup and WaitAtBarrier answers, as
+	// "wg_wait COMPLETED", "barrier_wait TRIPPED", ...
+	WaitOutcomes map[string]int `json:"wait_outcomes,omitempty"`
+	// WaitGroups and Barriers the wait workloads created.
+	WaitGroups int `json:"wait_groups,omitempty"`
+	Barriers   int `json:"barriers,omitempty"`
 }
 
 // KindCount counts one kind of operation by outcome.
@@ -74,7 +80,8 @@ func Build(h *history.History, results []check.Result) Report {
 	r.Run = Run{Seed: h.Seed, Nodes: h.Nodes, Duration: h.Duration.String(), DurationNS: h.Duration,
 		Nemeses: h.Nemeses, HealedAt: h.HealedAt, ServedAgainAt: h.ServedAgainAt, Permits: h.Permits, Meta: h.Meta}
 	r.Run.NemesisKinds = nemesisKinds(h)
-	r.Ops = Counts{ByKind: map[string]KindCount{}, AcquireOutcomes: map[string]int{}, LockAcquireOutcomes: map[string]int{}}
+	r.Ops = Counts{ByKind: map[string]KindCount{}, AcquireOutcomes: map[string]int{}, LockAcquireOutcomes: map[string]int{}, WaitOutcomes: map[string]int{},
+		WaitGroups: h.WaitGroups, Barriers: h.Barriers}
 	for _, o := range h.Ops {
 		r.Ops.Total++
 		k := r.Ops.ByKind[o.Kind]
@@ -88,6 +95,9 @@ func Build(h *history.History, results []check.Result) Report {
 			}
 			if o.Kind == history.LockAcquire {
 				r.Ops.LockAcquireOutcomes[o.AcquireOutcome]++
+			}
+			if o.WaitOutcome != "" {
+				r.Ops.WaitOutcomes[o.Kind+" "+o.WaitOutcome]++
 			}
 			if o.Kind == history.FenceWrite && !o.Accepted {
 				r.Ops.FenceRejected++
@@ -221,7 +231,7 @@ func WriteText(w io.Writer, r Report) error {
 	for _, a := range []struct {
 		what string
 		m    map[string]int
-	}{{"acquire", r.Ops.AcquireOutcomes}, {"lock acquire", r.Ops.LockAcquireOutcomes}} {
+	}{{"acquire", r.Ops.AcquireOutcomes}, {"lock acquire", r.Ops.LockAcquireOutcomes}, {"wait", r.Ops.WaitOutcomes}} {
 		if len(a.m) == 0 {
 			continue
 		}
@@ -235,6 +245,9 @@ func WriteText(w io.Writer, r Report) error {
 			parts[i] = fmt.Sprintf("%s %d", k, a.m[k])
 		}
 		p("  %s answers: %s\n", a.what, strings.Join(parts, ", "))
+	}
+	if r.Ops.WaitGroups > 0 || r.Ops.Barriers > 0 {
+		p("  wait groups created: %d, barriers: %d\n", r.Ops.WaitGroups, r.Ops.Barriers)
 	}
 	if c, ok := r.Ops.ByKind[history.FenceWrite]; ok {
 		p("  fenced writes rejected: %d of %d\n", r.Ops.FenceRejected, c.OK)

@@ -65,7 +65,8 @@ func classify(kind string, err error) string {
 	}
 	switch kind {
 	case history.GetSemaphore, history.ListHolders, history.ClusterStatus, history.ListWaiters,
-		history.GetLock, history.ListLocks, history.LockWaiters:
+		history.GetLock, history.ListLocks, history.LockWaiters,
+		history.WGGet, history.WGWait, history.WGJobs, history.BarrierGet, history.BarrierWait, history.BarrierParticipants:
 		return history.Fail
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {

@@ -42,6 +42,11 @@ type Config struct {
 	// Locks of the lock workload (locks.go; with Locks > 0 one more
 	// process reads the locks' queues).
 	Linear, Fenced, Locks int
+	// WaitGroups is the number of completer processes of the wait-group
+	// workload (waits.go; with WaitGroups > 0 a creator, a waiter and a
+	// reader join them); Barriers the number of barriers of the barrier
+	// workload (three processes and an observer each).
+	WaitGroups, Barriers int
 	// FaultEvery and FaultFor bound the gap between faults and their length.
 	FaultEvery, FaultFor time.Duration
 	Logf                 func(format string, a ...any)
@@ -73,6 +78,11 @@ func Run(ctx context.Context, cfg Config) (*history.History, error) {
 	if err := w.setup(ctx, h, rng); err != nil {
 		return nil, err
 	}
+	if cfg.Barriers > 0 {
+		if err := w.setupBarriers(ctx, rng, cfg.Barriers); err != nil {
+			return nil, err
+		}
+	}
 	if c.Secured() {
 		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		w.token, err = c.CreateToken(tctx, "write", ns)
@@ -103,6 +113,7 @@ func Run(ctx context.Context, cfg Config) (*history.History, error) {
 		wg.Add(1)
 		go func() { defer wg.Done(); w.lockObserver(runCtx, 850, cfg.Seed+850*7919) }()
 	}
+	w.startWaits(runCtx, &wg, cfg.Seed, cfg.WaitGroups)
 	wg.Add(1)
 	go func() { defer wg.Done(); w.local(runCtx, 800, cfg.Seed+800*7919) }()
 	nem := &nemesis{c: c, rec: w.rec, rng: rng, kinds: cfg.Nemeses, every: cfg.FaultEvery, hold: cfg.FaultFor, logf: cfg.Logf}
@@ -116,6 +127,7 @@ func Run(ctx context.Context, cfg Config) (*history.History, error) {
 	h.HealedAt = w.rec.since()
 	cfg.Logf("healed at %v; final reads", h.HealedAt)
 	w.final(ctx, h, 30*time.Second, cfg.Locks > 0)
+	h.WaitGroups, h.Barriers = len(w.waits.groups), len(w.waits.barriers)
 	// The access checker reports these as anomalies.
 	handshake, refused := c.SecurityFindings()
 	if len(handshake) > 0 {
@@ -143,6 +155,8 @@ type world struct {
 	linSems, fenSems []string
 	regMu            sync.Mutex
 	reg              map[string]uint64 // fenced register: highest token seen per semaphore
+
+	waits waitWorld // the wait-group and barrier workloads (waits.go)
 }
 
 func (w *world) api(rng *rand.Rand) (pb.GrackleServiceClient, string) {
@@ -458,4 +472,5 @@ func (w *world) final(ctx context.Context, h *history.History, within time.Durat
 	if locks {
 		w.finalLocks(ctx, rng, deadline)
 	}
+	w.finalWaits(ctx, rng, deadline)
 }

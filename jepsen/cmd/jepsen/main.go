@@ -30,11 +30,13 @@ func main() {
 	nem := flag.String("nemesis", "all", "comma-separated nemeses, 'all' or 'none': "+strings.Join(runner.AllNemeses, ","))
 	seed := flag.Int64("seed", 0, "schedule and workload seed (0: from the clock; printed)")
 	out := flag.String("out", "", "output dir (default /tmp/grackle-jepsen/<time>-<seed>)")
-	fault := flag.String("fault", "", "build the server with -tags faultinject and set GRACKLE_FAULT (stale-read, early-grant, lock-conflict-grant)")
+	fault := flag.String("fault", "", "build the server with -tags faultinject and set GRACKLE_FAULT (stale-read, early-grant, lock-conflict-grant, wg-early-complete, barrier-early-trip)")
 	netID := flag.Int("net", 0, "third octet of the private 10.231.X.0/24 test subnet (0: from the pid)")
 	linear := flag.Int("linear", 9, "processes of the linearizability workload")
 	fenced := flag.Int("fenced", 4, "processes of the fenced/expiry workload")
 	locks := flag.Int("locks", 6, "processes of the lock workload (0: none; the server must serve locks)")
+	waitGroups := flag.Int("waitgroups", 4, "completer processes of the wait-group workload (0: none; the server must serve wait groups)")
+	barriers := flag.Int("barriers", 2, "barriers of the barrier workload, three processes each (0: none; the server must serve barriers)")
 	every := flag.Duration("fault-every", 4*time.Second, "mean gap between faults")
 	hold := flag.Duration("fault-for", 4*time.Second, "mean length of a fault")
 	linTimeout := flag.Duration("lin-timeout", 60*time.Second, "bound of the linearizability search")
@@ -104,7 +106,7 @@ func main() {
 	defer stop()
 	fmt.Printf("jepsen: seed=%d nodes=%d duration=%s nemesis=%s fault=%q secure=%v out=%s\n", *seed, *nodes, *dur, strings.Join(kinds, ","), *fault, *secure, *out)
 	h, err := runner.Run(ctx, runner.Config{Nodes: *nodes, Duration: *dur, Seed: *seed, Nemeses: kinds, Binary: bin, Dir: *out, Net: *netID,
-		ServerEnv: env, Secure: sec, Unary: *unary, Linear: *linear, Fenced: *fenced, Locks: *locks, FaultEvery: *every, FaultFor: *hold,
+		ServerEnv: env, Secure: sec, Unary: *unary, Linear: *linear, Fenced: *fenced, Locks: *locks, WaitGroups: *waitGroups, Barriers: *barriers, FaultEvery: *every, FaultFor: *hold,
 		Logf: func(f string, a ...any) { fmt.Printf("jepsen: "+f+"\n", a...) }})
 	if err != nil {
 		fail(1, "run: %v", err)
