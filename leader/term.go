@@ -149,11 +149,7 @@ func (t *Term) setupOnce() error {
 	// Everything earlier is applied: anchor the term's clock.
 	l.clock.StartTerm(l.fsm.LastNow())
 	if lim := l.cfg.Limits; l.fsm.Limits() != lim {
-		if err := t.setupApply(&fsmpb.Command{Op: &fsmpb.Command_SetLimits{SetLimits: &fsmpb.SetLimits{
-			MaxNamespaces: lim.MaxNamespaces, MaxSemaphoresPerNamespace: lim.MaxSemaphoresPerNamespace,
-			MaxLeasesPerNamespace: lim.MaxLeasesPerNamespace, MaxHoldersPerSemaphore: lim.MaxHoldersPerSemaphore,
-			MaxPermits: lim.MaxPermits, MaxTtlSeconds: lim.MaxTTLSeconds, MaxLocksPerNamespace: lim.MaxLocksPerNamespace,
-			MaxLockLeasesPerNamespace: lim.MaxLockLeasesPerNamespace, MaxHoldersPerLock: lim.MaxHoldersPerLock}}}); err != nil {
+		if err := t.setupApply(&fsmpb.Command{Op: &fsmpb.Command_SetLimits{SetLimits: fsm.LimitsCommand(lim)}}); err != nil {
 			return err
 		}
 	}
