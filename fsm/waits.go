@@ -577,6 +577,9 @@ func (a *applier) completeJobs(c *fsmpb.CompleteJobs) *Error {
 	}
 	w.completed += int64(len(fresh))
 	w.lastActivity = a.now
+	if faultWGEarlyComplete && w.counter > 1 && w.completed == w.counter-1 {
+		w.counter-- // broken on purpose (faultinject builds only): complete one job early
+	}
 	if w.completed == w.counter {
 		w = a.finishWG(w, pb.WaitGroupStatus_WAIT_GROUP_STATUS_COMPLETED, a.now)
 	}
@@ -706,7 +709,7 @@ func (a *applier) arriveAtBarrier(c *fsmpb.ArriveAtBarrier) *Error {
 		s.arrivals.ReplaceOrInsert(r)
 		s.arrived[arrivalKey{ns: r.ns, bar: r.bar, proc: r.proc, gen: g}] = struct{}{}
 		b.lastActivity = a.now
-		if b.arrived >= b.expected {
+		if b.arrived >= b.expected || faultBarrierEarlyTrip && b.arrived >= b.expected-1 { // broken on purpose (faultinject builds only)
 			b = a.trip(b)
 		}
 		s.putBar(b)
