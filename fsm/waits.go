@@ -737,6 +737,9 @@ func (a *applier) expireTimers(c *fsmpb.ExpireTimers) *Error {
 		return true
 	})
 	for _, t := range due {
+		// The timer goes whatever its record says, so that a due timer can
+		// never keep the leader's loop proposing the same command.
+		s.timers.Delete(t)
 		switch t.kind {
 		case timerWGExpire:
 			if w, ok := s.getWG(t.ns, t.name); ok && w.status == pb.WaitGroupStatus_WAIT_GROUP_STATUS_ACTIVE {
