@@ -74,6 +74,16 @@ func TestEveryWorkloadRuns(t *testing.T) {
 			if r.Latency["lateness"].N != 3 {
 				t.Errorf("expiry: %+v", r.Latency["lateness"])
 			}
+		case "waitgroup":
+			// A waiter per group, woken by the completing batch.
+			if g, _ := r.Metrics.Get("groups_per_s"); g <= 0 || r.Latency["wake"].N == 0 {
+				t.Errorf("waitgroup: groups/s %v, wake-ups %d", g, r.Latency["wake"].N)
+			}
+		case "barrier":
+			// Four workers: one trip per round, three waiters per round.
+			if r.Latency["trip"].N != r.Ops || r.Latency["wait"].N < 3*r.Ops {
+				t.Errorf("barrier: %d rounds, %d trips, %d waits", r.Ops, r.Latency["trip"].N, r.Latency["wait"].N)
+			}
 		}
 	}
 	var tbl bytes.Buffer
@@ -82,7 +92,7 @@ func TestEveryWorkloadRuns(t *testing.T) {
 	}
 	t.Log("\n" + tbl.String())
 	for _, want := range []string{"acquire+release pairs/s", "acquisitions/s", "leases/s", "reads/s", "lateness",
-		"| locks | acquire+release pairs/s", "| lockhandoff | hand-off p99 ms"} {
+		"| locks | acquire+release pairs/s", "| lockhandoff | hand-off p99 ms", "| waitgroup | jobs/s", "| barrier | trip p99 ms"} {
 		if !strings.Contains(tbl.String(), want) {
 			t.Errorf("table lacks %q", want)
 		}

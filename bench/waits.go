@@ -239,7 +239,7 @@ func barrierWorkload(ctx context.Context, b Backend, o Options) (Result, error) 
 		for _, m := range ms {
 			if !m.arrived.IsZero() {
 				arrive.Record(m.arrived.Sub(m.t0))
-				if m.woken.After(m.arrived) {
+				if !m.last {
 					wait.Record(m.woken.Sub(m.arrived))
 				}
 			}

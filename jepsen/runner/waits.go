@@ -20,7 +20,7 @@ import (
 // (check/waitgroups.go, check/barriers.go) read them.
 //
 // Wait groups: one process keeps three groups going (counter 2-8, or a
-// third of them 6-14 with expires_at 0.3-1.5 s away, racing their
+// third of them 8-20 with expires_at 0.15-0.9 s away, racing their
 // completions; a third with one job id more than the counter, so that
 // some batches are refused "too many jobs"); completers send batches of
 // 1-3 job ids drawn from a group's ids (so retries of completed jobs, and
@@ -292,8 +292,8 @@ func (w *world) wgCreator(ctx context.Context, proc int, seed int64) {
 		if rng.Intn(3) == 0 {
 			// Expires soon, racing its completions. The client's clock is
 			// only the request's; the leader's is the one checked.
-			g.counter = 6 + rng.Int63n(9)
-			exp = time.Now().Add(time.Duration(300+rng.Intn(1200)) * time.Millisecond).UnixNano()
+			g.counter = 8 + rng.Int63n(13)
+			exp = time.Now().Add(time.Duration(150+rng.Intn(750)) * time.Millisecond).UnixNano()
 		}
 		g.pool = int(g.counter)
 		if rng.Intn(3) == 0 {
