@@ -473,6 +473,7 @@ func (a *applier) liveWG(ns, name string) (wgRec, *Error) {
 // waiters.
 func (a *applier) finishWG(w wgRec, status pb.WaitGroupStatus, at int64) wgRec {
 	w.status, w.finishedAt = status, at
+	a.res.FinishedWaitGroups++
 	a.res.Woken = append(a.res.Woken, WaitKey{KindWaitGroup, w.ns, w.name})
 	return w
 }
@@ -633,7 +634,7 @@ func (a *applier) trip(b barRec) barRec {
 	b.generation++
 	b.arrived = 0
 	a.res.Woken = append(a.res.Woken, WaitKey{KindBarrier, b.ns, b.name})
-	a.res.AllArrived = true
+	a.res.AllArrived, a.res.Tripped = true, true
 	return b
 }
 
