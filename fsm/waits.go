@@ -819,7 +819,7 @@ func (s *state) checkWaits() error {
 			if r.ns != b.ns || r.bar != b.name {
 				return false
 			}
-			if r.gen != b.generation && r.gen != b.generation-1 {
+			if r.gen < 1 || (r.gen != b.generation && r.gen != b.generation-1) {
 				return fail("barrier %s/%s at generation %d keeps an arrival of generation %d", b.ns, b.name, b.generation, r.gen)
 			}
 			if r.gen == b.generation {

@@ -239,7 +239,7 @@ func loadWaits(tx *bolt.Tx, st *state) error {
 		if !ok {
 			return fmt.Errorf("arrival of %q at missing barrier %q/%q", r.proc, r.ns, r.bar)
 		}
-		if r.gen != b.generation && r.gen != b.generation-1 {
+		if r.gen < 1 || (r.gen != b.generation && r.gen != b.generation-1) {
 			return fmt.Errorf("barrier %q/%q at generation %d: arrival at generation %d", r.ns, r.bar, b.generation, r.gen)
 		}
 		want := int64(1)
