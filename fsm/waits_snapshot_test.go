@@ -360,6 +360,8 @@ func TestWaitsRestoreRefusesDamage(t *testing.T) {
 		{"EXPIRED with every job done", `"ns"/"expired": status WAIT_GROUP_STATUS_EXPIRED with 1 of 1`, editWG("expired", func(w *wgRec) { w.counter = 1; w.completed = 1 })},
 		{"ACTIVE with finished_at", `"ns"/"active": status WAIT_GROUP_STATUS_ACTIVE with finished_at`, editWG("active", func(w *wgRec) { w.finishedAt = 5 })},
 		{"EXPIRED without finished_at", `"ns"/"expired": status WAIT_GROUP_STATUS_EXPIRED with finished_at 0`, editWG("expired", func(w *wgRec) { w.finishedAt = 0 })},
+		{"EXPIRED at another time than expires_at", `"ns"/"expired": expired at`, editWG("expired", func(w *wgRec) { w.finishedAt++ })},
+		{"EXPIRED without expires_at", `"ns"/"expired": expired at`, editWG("expired", func(w *wgRec) { w.expiresAt = 0 })},
 		{"keep past 30 days", `"ns"/"done": expires_at, delete_after_finished_seconds`, editWG("done", func(w *wgRec) { w.deleteAfter = MaxKeepSeconds + 1 })},
 		{"version 0", `"ns"/"active": expires_at, delete_after_finished_seconds or version`, editWG("active", func(w *wgRec) { w.version = 0 })},
 		{"wait group in a missing namespace", `wait group "active" in missing namespace "nz"`, editWG("active", func(w *wgRec) { w.ns = "nz" })},
@@ -635,6 +637,11 @@ func TestCheckRefusesBrokenWaits(t *testing.T) {
 			w := wg(s, "active")
 			w.finishedAt = 1
 			s.waitGroups.ReplaceOrInsert(w)
+		}},
+		"EXPIRED at another time than expires_at": {"ns/expired: expired at", func(s *state) {
+			w := wg(s, "expired")
+			w.finishedAt++
+			s.putWG(w)
 		}},
 		"all arrived, not tripped": {"ns/bar", func(s *state) {
 			b := bar(s, "bar")
