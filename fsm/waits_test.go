@@ -1298,3 +1298,27 @@ func TestWaitsInBatch(t *testing.T) {
 		t.Fatalf("the batch entry's own result wakes %v", r.Woken)
 	}
 }
+
+// The leader's expiry loop looks next at the earlier of a lease expiry and
+// a wait timer (NextDeadline), both moved by every apply.
+func TestNextDeadlineCoversWaitTimers(t *testing.T) {
+	h := newHarness(t)
+	h.ok(cNS("ns"))
+	h.ok(cLease("ns", lid(1), "p", 60))
+	lease := h.now + 60*sec
+	if at, ok := h.f.NextDeadline(); !ok || at != lease {
+		t.Fatalf("NextDeadline %d %v, want the lease's %d", at, ok, lease)
+	}
+	h.ok(cWGFull("ns", "g", "", 1, h.now+10*sec, 0, nil))
+	if at, ok := h.f.NextDeadline(); !ok || at != h.now+10*sec {
+		t.Fatalf("NextDeadline %d %v, want the wait group's expiry", at, ok)
+	}
+	h.ok(cDone("ns", "g", "a"))
+	if at, _ := h.f.NextDeadline(); at != lease {
+		t.Fatalf("NextDeadline %d after the group completed, want %d", at, lease)
+	}
+	h.ok(cBarFull("ns", "b", "", 2, 5, nil))
+	if at, _ := h.f.NextDeadline(); at != h.now+5*sec {
+		t.Fatalf("NextDeadline %d, want the barrier's deletion", at)
+	}
+}
