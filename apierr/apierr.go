@@ -140,6 +140,17 @@ func New(code codes.Code, reason, node string, leader Leader, msg string) error 
 	return WithReason(status.New(code, msg), reason, node, leader).Err()
 }
 
+// NewWithMetadata is New for an error whose ErrorInfo carries metadata of
+// its own (a barrier's current generation, a wait group's status).
+func NewWithMetadata(code codes.Code, reason, msg string, md map[string]string) error {
+	ei := &errdetails.ErrorInfo{Reason: reason, Domain: Domain, Metadata: md}
+	st, err := status.New(code, msg).WithDetails(ei)
+	if err != nil {
+		return status.Error(code, msg)
+	}
+	return st.Err()
+}
+
 // WithReason returns st with an ErrorInfo detail added (st itself is not
 // changed). An st that already has one is returned as it is.
 func WithReason(st *status.Status, reason, node string, leader Leader) *status.Status {

@@ -55,6 +55,19 @@ type Result struct {
 	// FreedLocks lists locks whose holds were dropped or made shared.
 	FreedLocks []LockKey
 
+	// Wait groups and barriers (waits.go). NewJobs counts a completion's
+	// new jobs; AllArrived says the arrival's generation tripped (or, for
+	// UpdateBarrier, that the update tripped it); Existed that a delete
+	// found the thing. Woken lists the wait groups and barriers whose
+	// waiters must look again: finished, expired, tripped or deleted
+	// (those of a deleted namespace too).
+	WaitGroup  *pb.WaitGroup
+	Barrier    *pb.Barrier
+	NewJobs    int64
+	AllArrived bool
+	Existed    bool
+	Woken      []WaitKey
+
 	// Batch has one result per command of a Batch entry, in order.
 	Batch []*Result
 
@@ -166,6 +179,24 @@ func (a *applier) op(cmd *fsmpb.Command) *Error {
 		return a.releaseLock(op.ReleaseLock)
 	case *fsmpb.Command_DeleteLock:
 		return a.deleteLock(op.DeleteLock)
+	case *fsmpb.Command_CreateWaitGroup:
+		return a.createWaitGroup(op.CreateWaitGroup)
+	case *fsmpb.Command_UpdateWaitGroup:
+		return a.updateWaitGroup(op.UpdateWaitGroup)
+	case *fsmpb.Command_DeleteWaitGroup:
+		return a.deleteWaitGroup(op.DeleteWaitGroup)
+	case *fsmpb.Command_CompleteJobs:
+		return a.completeJobs(op.CompleteJobs)
+	case *fsmpb.Command_CreateBarrier:
+		return a.createBarrier(op.CreateBarrier)
+	case *fsmpb.Command_UpdateBarrier:
+		return a.updateBarrier(op.UpdateBarrier)
+	case *fsmpb.Command_DeleteBarrier:
+		return a.deleteBarrier(op.DeleteBarrier)
+	case *fsmpb.Command_ArriveAtBarrier:
+		return a.arriveAtBarrier(op.ArriveAtBarrier)
+	case *fsmpb.Command_ExpireTimers:
+		return a.expireTimers(op.ExpireTimers)
 	case nil:
 		if cmd.GetSkippable() {
 			return nil
@@ -251,6 +282,7 @@ func (a *applier) deleteNamespace(c *fsmpb.DeleteNamespace) *Error {
 	for _, x := range sems {
 		a.dropSemaphore(x)
 	}
+	a.dropNamespaceWaits(ns.name)
 	s.namespaces.Delete(ns)
 	a.res.RemovedNamespace = ns.name
 	return nil
@@ -674,14 +706,7 @@ func (a *applier) removeMember(c *fsmpb.RemoveMember) *Error {
 }
 
 func (a *applier) setLimits(c *fsmpb.SetLimits) *Error {
-	l := Limits{
-		MaxNamespaces: c.MaxNamespaces, MaxSemaphoresPerNamespace: c.MaxSemaphoresPerNamespace,
-		MaxLeasesPerNamespace: c.MaxLeasesPerNamespace, MaxHoldersPerSemaphore: c.MaxHoldersPerSemaphore,
-		MaxPermits: c.MaxPermits, MaxTTLSeconds: c.MaxTtlSeconds,
-		MaxLocksPerNamespace: c.MaxLocksPerNamespace, MaxLockLeasesPerNamespace: c.MaxLockLeasesPerNamespace,
-		MaxHoldersPerLock: c.MaxHoldersPerLock,
-	}
-	l.defaultLockLimits()
+	l := limitsFrom(c)
 	if err := l.Validate(); err != nil {
 		return err.(*Error)
 	}

@@ -45,6 +45,9 @@ type Error struct {
 	// Reason, when set, is the machine-readable cause the API layer puts
 	// in the error's google.rpc.ErrorInfo (package apierr's reasons).
 	Reason string
+	// Meta, when set, is the ErrorInfo's metadata beside the reason (a
+	// barrier's current generation, a wait group's status).
+	Meta map[string]string
 }
 
 // ReasonWeightExceedsPermits marks an acquire whose weight can never fit

@@ -31,6 +31,9 @@ type FSM struct {
 	// earliest is the state's earliest expires_at (math.MaxInt64: no
 	// lease), as of the last apply: NextExpiry reads it without the lock.
 	earliest atomic.Int64
+	// timerAt is the earliest time-driven change of a wait group or a
+	// barrier (math.MaxInt64: none), published like earliest.
+	timerAt atomic.Int64
 }
 
 // published makes the state's index visible to WaitApplied, and its
@@ -43,6 +46,11 @@ func (f *FSM) published() {
 		next = k.at
 	}
 	f.earliest.Store(next)
+	timer := int64(math.MaxInt64)
+	if at, ok := f.st.nextTimer(); ok {
+		timer = at
+	}
+	f.timerAt.Store(timer)
 }
 
 // Options configure an FSM.
@@ -63,6 +71,7 @@ type Options struct {
 func New(opts Options) *FSM {
 	f := &FSM{st: newState(), tmpDir: opts.TempDir, applied: opts.Applied}
 	f.earliest.Store(math.MaxInt64)
+	f.timerAt.Store(math.MaxInt64)
 	return f
 }
 
@@ -298,6 +307,20 @@ func (f *FSM) AppliedIndex() uint64 {
 // next entry's apply).
 func (f *FSM) NextExpiry() (int64, bool) {
 	at := f.earliest.Load()
+	return at, at != math.MaxInt64
+}
+
+// NextTimer is the earliest time-driven change of a wait group or a
+// barrier (an expiry, a deletion), if any, as NextExpiry reads it.
+func (f *FSM) NextTimer() (int64, bool) {
+	at := f.timerAt.Load()
+	return at, at != math.MaxInt64
+}
+
+// NextDeadline is the earlier of NextExpiry and NextTimer: when the
+// leader's expiry loop must look next.
+func (f *FSM) NextDeadline() (int64, bool) {
+	at := min(f.earliest.Load(), f.timerAt.Load())
 	return at, at != math.MaxInt64
 }
 

@@ -71,7 +71,10 @@ func (s *state) check() error {
 		}
 		return true
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return s.checkWaits()
 }
 
 // parallelCheck is the size (leases + holders) from which check uses two

@@ -7,7 +7,8 @@ import (
 // docs/API.md, Limits, replicated through SetLimits.
 func TestLimits(t *testing.T) {
 	small := Limits{MaxNamespaces: 2, MaxSemaphoresPerNamespace: 2, MaxLeasesPerNamespace: 2, MaxHoldersPerSemaphore: 2, MaxPermits: 10, MaxTTLSeconds: 30,
-		MaxLocksPerNamespace: 2, MaxLockLeasesPerNamespace: 2, MaxHoldersPerLock: 2}
+		MaxLocksPerNamespace: 2, MaxLockLeasesPerNamespace: 2, MaxHoldersPerLock: 2,
+		MaxWaitGroupsPerNamespace: 2, MaxBarriersPerNamespace: 2, MaxWaitGroupCounter: 5, MaxBarrierProcesses: 3, MaxJobsPerCall: 4}
 
 	t.Run("defaults", func(t *testing.T) {
 		if New(Options{}).Limits() != DefaultLimits() {

@@ -362,9 +362,7 @@ func (m *model) op(index uint64, now int64, c *fsmpb.Command, e *expected) Code 
 		}
 	case *fsmpb.Command_SetLimits:
 		o := op.SetLimits
-		nl := Limits{o.MaxNamespaces, o.MaxSemaphoresPerNamespace, o.MaxLeasesPerNamespace, o.MaxHoldersPerSemaphore, o.MaxPermits, o.MaxTtlSeconds,
-			o.MaxLocksPerNamespace, o.MaxLockLeasesPerNamespace, o.MaxHoldersPerLock}
-		nl.defaultLockLimits()
+		nl := limitsFrom(o)
 		for _, v := range []int64{nl.MaxNamespaces, nl.MaxSemaphoresPerNamespace, nl.MaxLeasesPerNamespace, nl.MaxHoldersPerSemaphore, nl.MaxPermits, nl.MaxTTLSeconds} {
 			if v < 1 {
 				return CodeInvalidArgument

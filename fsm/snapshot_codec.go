@@ -35,7 +35,9 @@ import (
 // token, metadata), in (ns, name) and (ns, name, seq) order. Restore reads
 // formats 2 and 3; it writes 3.
 
-const snapshotFormat = 3
+// Format 4 (wait groups and barriers): four more tables, see
+// waits_snapshot.go. Restore reads formats 2 to 4; it writes 4.
+const snapshotFormat = 4
 
 // minSnapshotFormat is the oldest format Restore reads.
 const minSnapshotFormat = 2
@@ -252,8 +254,5 @@ func splitChunk(v []byte, fn func(rec []byte) error) error {
 }
 
 func limitsProto(l Limits) *fsmpb.SetLimits {
-	return &fsmpb.SetLimits{MaxNamespaces: l.MaxNamespaces, MaxSemaphoresPerNamespace: l.MaxSemaphoresPerNamespace,
-		MaxLeasesPerNamespace: l.MaxLeasesPerNamespace, MaxHoldersPerSemaphore: l.MaxHoldersPerSemaphore,
-		MaxPermits: l.MaxPermits, MaxTtlSeconds: l.MaxTTLSeconds, MaxLocksPerNamespace: l.MaxLocksPerNamespace,
-		MaxLockLeasesPerNamespace: l.MaxLockLeasesPerNamespace, MaxHoldersPerLock: l.MaxHoldersPerLock}
+	return LimitsCommand(l)
 }

@@ -201,10 +201,7 @@ func loadState(tx *bolt.Tx, st *state) error {
 		return err
 	}
 	if lm := meta.Limits; lm != nil {
-		st.limits = Limits{lm.MaxNamespaces, lm.MaxSemaphoresPerNamespace, lm.MaxLeasesPerNamespace,
-			lm.MaxHoldersPerSemaphore, lm.MaxPermits, lm.MaxTtlSeconds, lm.MaxLocksPerNamespace,
-			lm.MaxLockLeasesPerNamespace, lm.MaxHoldersPerLock}
-		st.limits.defaultLockLimits()
+		st.limits = limitsFrom(lm)
 	}
 
 	// Namespaces, in name order.
@@ -450,6 +447,11 @@ func loadState(tx *bolt.Tx, st *state) error {
 	}
 	if withLocks {
 		if err := loadLocks(tx, st); err != nil {
+			return err
+		}
+	}
+	if meta.Format >= 4 {
+		if err := loadWaits(tx, st); err != nil {
 			return err
 		}
 	}

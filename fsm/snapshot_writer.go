@@ -209,7 +209,8 @@ var marshalDet = proto.MarshalOptions{Deterministic: true}
 func (sn *snapshot) fill(db *bolt.DB) error {
 	s := sn.st
 	if err := db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketNamespaces, bucketSemaphores, bucketLeases, bucketHolders, bucketMembers, bucketTokens, bucketLocks, bucketLockHolds} {
+		for _, b := range [][]byte{bucketMeta, bucketNamespaces, bucketSemaphores, bucketLeases, bucketHolders, bucketMembers, bucketTokens, bucketLocks, bucketLockHolds,
+			bucketWaitGroups, bucketJobs, bucketBarriers, bucketArrivals} {
 			if _, err := tx.CreateBucket(b); err != nil {
 				return err
 			}
@@ -287,6 +288,7 @@ func (sn *snapshot) fill(db *bolt.DB) error {
 		t.add()
 		return w.err == nil
 	})
+	s.writeWaits(t, table, w)
 	t.flush()
 	w.commit()
 	return w.err

@@ -142,19 +142,26 @@ type state struct {
 	holders    *btree.BTreeG[*holderRec] // records immutable once stored
 	leases     *btree.BTreeG[leaseRec]
 	members    *btree.BTreeG[memberRec]
-	tokens     *btree.BTreeG[tokenRec]  // access tokens, by id (acl.go)
-	locks      *btree.BTreeG[lockRec]   // held locks, by (ns, name) (locks.go)
-	lockHolds  *btree.BTreeG[*lockHold] // by (ns, name, seq); immutable once stored
+	tokens     *btree.BTreeG[tokenRec]   // access tokens, by id (acl.go)
+	locks      *btree.BTreeG[lockRec]    // held locks, by (ns, name) (locks.go)
+	lockHolds  *btree.BTreeG[*lockHold]  // by (ns, name, seq); immutable once stored
+	waitGroups *btree.BTreeG[wgRec]      // by (ns, name) (waits.go)
+	jobs       *btree.BTreeG[jobRec]     // completed jobs, by (ns, wait group, job id)
+	barriers   *btree.BTreeG[barRec]     // by (ns, name)
+	arrivals   *btree.BTreeG[arrivalRec] // barrier participants, by (ns, barrier, generation, seq)
 
 	// Derived indexes, rebuilt on restore and never persisted, so a
 	// snapshot clone does not carry them (see clone).
 	byProc    *btree.BTreeG[procKey]
 	expiry    *btree.BTreeG[expiryKey]
-	leaseIdx  leaseIndex             // point lookups of leases
-	semIdx    map[SemKey]semRec      // point lookups of semaphores (a mirror of the tree)
-	tokenIdx  map[string]string      // token secret hash -> token id
-	lockIdx   map[LockKey]*lockLive  // held locks (locks.go)
-	lockBelow map[LockKey]lockCounts // holds strictly below a name (locks.go)
+	leaseIdx  leaseIndex              // point lookups of leases
+	semIdx    map[SemKey]semRec       // point lookups of semaphores (a mirror of the tree)
+	tokenIdx  map[string]string       // token secret hash -> token id
+	lockIdx   map[LockKey]*lockLive   // held locks (locks.go)
+	lockBelow map[LockKey]lockCounts  // holds strictly below a name (locks.go)
+	timers    *btree.BTreeG[timerKey] // wait-group and barrier deadlines (waits.go)
+	arrived   map[arrivalKey]struct{} // who arrived at a barrier generation
+	waitCount map[string]waitCounts   // wait groups and barriers per namespace
 
 	lastNow   int64  // greatest command `now` applied
 	lastToken uint64 // greatest fencing token handed out
@@ -251,6 +258,13 @@ func newState() *state {
 		lockHolds:  btree.NewG(btreeDegree, lessLockHold),
 		lockIdx:    map[LockKey]*lockLive{},
 		lockBelow:  map[LockKey]lockCounts{},
+		waitGroups: btree.NewG(btreeDegree, lessWG),
+		jobs:       btree.NewG(btreeDegree, lessJob),
+		barriers:   btree.NewG(btreeDegree, lessBar),
+		arrivals:   btree.NewG(btreeDegree, lessArrival),
+		timers:     btree.NewG(btreeDegree, lessTimer),
+		arrived:    map[arrivalKey]struct{}{},
+		waitCount:  map[string]waitCounts{},
 		limits:     DefaultLimits(),
 	}
 }
@@ -274,6 +288,9 @@ func (s *state) persistView() *state {
 	c.tokens = s.tokens.Clone()
 	c.locks = s.locks.Clone()
 	c.lockHolds = s.lockHolds.Clone()
+	c.waitGroups, c.jobs = s.waitGroups.Clone(), s.jobs.Clone()
+	c.barriers, c.arrivals = s.barriers.Clone(), s.arrivals.Clone()
+	c.timers, c.arrived, c.waitCount = nil, nil, nil
 	c.byProc, c.expiry, c.leaseIdx, c.semIdx, c.tokenIdx = nil, nil, leaseIndex{}, nil, nil
 	c.lockIdx, c.lockBelow = nil, nil
 	return &c
@@ -311,6 +328,10 @@ func (s *state) clone() *state {
 	if err := btree.BuildFromSorted(c.holders, lessHolder, hs); err != nil {
 		panic("fsm: clone of a holders table out of order: " + err.Error())
 	}
+	c.waitGroups, c.jobs = s.waitGroups.Clone(), s.jobs.Clone()
+	c.barriers, c.arrivals = s.barriers.Clone(), s.arrivals.Clone()
+	c.timers = s.timers.Clone()
+	c.arrived, c.waitCount = maps.Clone(s.arrived), maps.Clone(s.waitCount)
 	s.lockHolds.Ascend(func(h *lockHold) bool {
 		n := *h
 		n.lease = c.identOf(h.ns, h.lease.id)

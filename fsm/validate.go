@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"fmt"
+
+	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 	"unicode/utf8"
 )
 
@@ -32,6 +34,11 @@ type Limits struct {
 	MaxLocksPerNamespace      int64
 	MaxLockLeasesPerNamespace int64
 	MaxHoldersPerLock         int64
+	MaxWaitGroupsPerNamespace int64
+	MaxBarriersPerNamespace   int64
+	MaxWaitGroupCounter       int64
+	MaxBarrierProcesses       int64
+	MaxJobsPerCall            int64
 }
 
 // DefaultLimits are the defaults of docs/API.md, Limits.
@@ -46,6 +53,11 @@ func DefaultLimits() Limits {
 		MaxLocksPerNamespace:      1_000_000,
 		MaxLockLeasesPerNamespace: 1_000_000,
 		MaxHoldersPerLock:         10_000,
+		MaxWaitGroupsPerNamespace: 1_000_000,
+		MaxBarriersPerNamespace:   1_000_000,
+		MaxWaitGroupCounter:       1_000_000,
+		MaxBarrierProcesses:       100_000,
+		MaxJobsPerCall:            100,
 	}
 }
 
@@ -62,6 +74,41 @@ func (l *Limits) defaultLockLimits() {
 	if l.MaxHoldersPerLock == 0 {
 		l.MaxHoldersPerLock = d.MaxHoldersPerLock
 	}
+	for _, f := range []struct{ v, d *int64 }{
+		{&l.MaxWaitGroupsPerNamespace, &d.MaxWaitGroupsPerNamespace}, {&l.MaxBarriersPerNamespace, &d.MaxBarriersPerNamespace},
+		{&l.MaxWaitGroupCounter, &d.MaxWaitGroupCounter}, {&l.MaxBarrierProcesses, &d.MaxBarrierProcesses},
+		{&l.MaxJobsPerCall, &d.MaxJobsPerCall},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.d
+		}
+	}
+}
+
+// LimitsCommand is the SetLimits command that makes l the replicated limits.
+func LimitsCommand(l Limits) *fsmpb.SetLimits {
+	return &fsmpb.SetLimits{MaxNamespaces: l.MaxNamespaces, MaxSemaphoresPerNamespace: l.MaxSemaphoresPerNamespace,
+		MaxLeasesPerNamespace: l.MaxLeasesPerNamespace, MaxHoldersPerSemaphore: l.MaxHoldersPerSemaphore,
+		MaxPermits: l.MaxPermits, MaxTtlSeconds: l.MaxTTLSeconds, MaxLocksPerNamespace: l.MaxLocksPerNamespace,
+		MaxLockLeasesPerNamespace: l.MaxLockLeasesPerNamespace, MaxHoldersPerLock: l.MaxHoldersPerLock,
+		MaxWaitGroupsPerNamespace: l.MaxWaitGroupsPerNamespace, MaxBarriersPerNamespace: l.MaxBarriersPerNamespace,
+		MaxWaitGroupCounter: l.MaxWaitGroupCounter, MaxBarrierProcesses: l.MaxBarrierProcesses, MaxJobsPerCall: l.MaxJobsPerCall}
+}
+
+// limitsFrom reads a SetLimits command (or snapshot meta), with the limits
+// it leaves at 0 (a leader or snapshot older than them) at their defaults.
+func limitsFrom(c *fsmpb.SetLimits) Limits {
+	l := Limits{
+		MaxNamespaces: c.MaxNamespaces, MaxSemaphoresPerNamespace: c.MaxSemaphoresPerNamespace,
+		MaxLeasesPerNamespace: c.MaxLeasesPerNamespace, MaxHoldersPerSemaphore: c.MaxHoldersPerSemaphore,
+		MaxPermits: c.MaxPermits, MaxTTLSeconds: c.MaxTtlSeconds,
+		MaxLocksPerNamespace: c.MaxLocksPerNamespace, MaxLockLeasesPerNamespace: c.MaxLockLeasesPerNamespace,
+		MaxHoldersPerLock: c.MaxHoldersPerLock, MaxWaitGroupsPerNamespace: c.MaxWaitGroupsPerNamespace,
+		MaxBarriersPerNamespace: c.MaxBarriersPerNamespace, MaxWaitGroupCounter: c.MaxWaitGroupCounter,
+		MaxBarrierProcesses: c.MaxBarrierProcesses, MaxJobsPerCall: c.MaxJobsPerCall,
+	}
+	l.defaultLockLimits()
+	return l
 }
 
 // WithLockDefaults returns l with unset (0) lock limits at their defaults.
@@ -81,6 +128,9 @@ func (l Limits) Validate() error {
 		{"max_permits", l.MaxPermits}, {"max_ttl_seconds", l.MaxTTLSeconds},
 		{"max_locks_per_namespace", l.MaxLocksPerNamespace}, {"max_lock_leases_per_namespace", l.MaxLockLeasesPerNamespace},
 		{"max_holders_per_lock", l.MaxHoldersPerLock},
+		{"max_wait_groups_per_namespace", l.MaxWaitGroupsPerNamespace}, {"max_barriers_per_namespace", l.MaxBarriersPerNamespace},
+		{"max_wait_group_counter", l.MaxWaitGroupCounter}, {"max_barrier_processes", l.MaxBarrierProcesses},
+		{"max_jobs_per_call", l.MaxJobsPerCall},
 	} {
 		if f.v < 1 {
 			return invalid("%s: must be >= 1, got %d", f.name, f.v)

@@ -25,6 +25,7 @@ type Term struct {
 	cancel   context.CancelFunc
 	ready    chan struct{} // closed once the barrier and setup are done
 	q        *queues
+	sig      *waitSignals // waiters of wait groups and barriers (waits.go)
 	proposer *Proposer
 	kick     chan struct{}
 	// lookAt is the latest time (the leader clock's nanoseconds) by which
@@ -46,6 +47,7 @@ func newTerm(l *Leader) *Term {
 		MaxQueued: l.cfg.MaxQueuedProposals, Hold: l.cfg.PackHold, HoldIdle: l.cfg.PackHoldIdle, OnEntry: onEntry(l.cfg.Observer)})
 	t.q = newQueues(l.cfg.MaxWaiters, l.fsm, l.cfg.Observer)
 	t.q.proposeGrants = t.proposeGrants
+	t.sig = newWaitSignals(l.cfg.MaxWaiters)
 	return t
 }
 
@@ -87,6 +89,7 @@ func (t *Term) begin() {
 func (t *Term) end() {
 	t.cancel()
 	t.q.failAll(errWaitLeadership)
+	t.sig.end()
 	// Nothing queued is proposed any more (NotLeader); entries in flight
 	// resolve (raft fails them as it steps down).
 	t.proposer.Close()
@@ -149,11 +152,7 @@ func (t *Term) setupOnce() error {
 	// Everything earlier is applied: anchor the term's clock.
 	l.clock.StartTerm(l.fsm.LastNow())
 	if lim := l.cfg.Limits; l.fsm.Limits() != lim {
-		if err := t.setupApply(&fsmpb.Command{Op: &fsmpb.Command_SetLimits{SetLimits: &fsmpb.SetLimits{
-			MaxNamespaces: lim.MaxNamespaces, MaxSemaphoresPerNamespace: lim.MaxSemaphoresPerNamespace,
-			MaxLeasesPerNamespace: lim.MaxLeasesPerNamespace, MaxHoldersPerSemaphore: lim.MaxHoldersPerSemaphore,
-			MaxPermits: lim.MaxPermits, MaxTtlSeconds: lim.MaxTTLSeconds, MaxLocksPerNamespace: lim.MaxLocksPerNamespace,
-			MaxLockLeasesPerNamespace: lim.MaxLockLeasesPerNamespace, MaxHoldersPerLock: lim.MaxHoldersPerLock}}}); err != nil {
+		if err := t.setupApply(&fsmpb.Command{Op: &fsmpb.Command_SetLimits{SetLimits: fsm.LimitsCommand(lim)}}); err != nil {
 			return err
 		}
 	}
@@ -230,6 +229,7 @@ func (t *Term) proposeThen(ctx context.Context, cmd *fsmpb.Command, then func(*f
 	res, err := t.proposer.ProposeThen(ctx, cmd, func(res *fsm.Result, err error) {
 		if err == nil {
 			t.q.observe(res)
+			t.sig.observe(res)
 		}
 		if then != nil {
 			then(res, err)
@@ -243,7 +243,7 @@ func (t *Term) proposeThen(ctx context.Context, cmd *fsmpb.Command, then func(*f
 	// fires; only one that makes it earlier (a new lease) must wake it.
 	// Waking it after every write cost the leader a goroutine wake-up, a
 	// state-lock read and a timer per write.
-	if next, ok := t.l.fsm.NextExpiry(); ok && t.expiryLooksTooLate(next) {
+	if next, ok := t.l.fsm.NextDeadline(); ok && t.expiryLooksTooLate(next) {
 		t.kickExpiry()
 	}
 	return res, nil
@@ -285,28 +285,19 @@ func (t *Term) expiryLoop() {
 		// made the earliest expiry earlier after the read below could
 		// otherwise go unnoticed.
 		t.lookAt.Store(math.MaxInt64)
-		next, ok := l.fsm.NextExpiry()
+		next, ok := l.fsm.NextDeadline()
 		wait := maxSleep
 		if ok {
 			now := l.clock.Now()
 			if next <= now {
-				cmd := &fsmpb.Command{Op: &fsmpb.Command_ExpireLeases{ExpireLeases: &fsmpb.ExpireLeases{Max: l.cfg.ExpireBatch}}}
-				// The waiters that the leases expired at now make room for
-				// are granted in the expiry's own entry (its now is no
-				// earlier: at least these leases go).
-				var ws []*waiter
-				weights, locks := l.fsm.Expiring(now, int(l.cfg.ExpireBatch))
-				for key, extra := range weights {
-					ws = append(ws, t.q.attach(cmd, key, extra)...)
-				}
-				for ns, changes := range locks {
-					ws = append(ws, t.q.attachLocks(cmd, ns, changes)...)
-				}
 				var err error
-				if len(ws) > 0 {
-					_, err = t.proposeThen(own(t.ctx), cmd, t.settling(ws))
-				} else {
-					_, err = t.propose(own(t.ctx), cmd)
+				if at, due := l.fsm.NextExpiry(); due && at <= now {
+					err = t.expireLeases(now)
+				}
+				if at, due := l.fsm.NextTimer(); err == nil && due && at <= now {
+					// Wait groups past expires_at, finished groups and
+					// inactive barriers past their deletion time.
+					_, err = t.propose(own(t.ctx), &fsmpb.Command{Op: &fsmpb.Command_ExpireTimers{ExpireTimers: &fsmpb.ExpireTimers{Max: l.cfg.ExpireBatch}}})
 				}
 				// Lateness runs to the reaping command's commit and apply
 				// (propose returns then), not to its proposal.
@@ -317,7 +308,7 @@ func (t *Term) expiryLoop() {
 				if t.ctx.Err() != nil {
 					return
 				}
-				l.log.Warn("expiring leases failed", "error", err)
+				l.log.Warn("expiring leases, wait groups or barriers failed", "error", err)
 				wait = 50 * time.Millisecond
 			} else if d := time.Duration(next - now); d < wait {
 				// +1µs: expires_at <= now must hold when the command applies.
@@ -333,6 +324,29 @@ func (t *Term) expiryLoop() {
 		case <-tm.C:
 		}
 	}
+}
+
+// expireLeases proposes the reaping of the leases expired at now; the
+// waiters that they make room for are granted in the expiry's own entry
+// (its now is no earlier: at least these leases go).
+func (t *Term) expireLeases(now int64) error {
+	l := t.l
+	cmd := &fsmpb.Command{Op: &fsmpb.Command_ExpireLeases{ExpireLeases: &fsmpb.ExpireLeases{Max: l.cfg.ExpireBatch}}}
+	var ws []*waiter
+	weights, locks := l.fsm.Expiring(now, int(l.cfg.ExpireBatch))
+	for key, extra := range weights {
+		ws = append(ws, t.q.attach(cmd, key, extra)...)
+	}
+	for ns, changes := range locks {
+		ws = append(ws, t.q.attachLocks(cmd, ns, changes)...)
+	}
+	var err error
+	if len(ws) > 0 {
+		_, err = t.proposeThen(own(t.ctx), cmd, t.settling(ws))
+	} else {
+		_, err = t.propose(own(t.ctx), cmd)
+	}
+	return err
 }
 
 // Waiters lists a semaphore's calls in queue order (visibility: listing

@@ -40,6 +40,9 @@ func statusFromFSM(e *fsm.Error) error {
 	default:
 		c = codes.Internal
 	}
+	if e.Reason != "" && len(e.Meta) > 0 {
+		return apierr.NewWithMetadata(c, e.Reason, e.Msg, e.Meta)
+	}
 	if e.Reason != "" {
 		return apierr.New(c, e.Reason, "", apierr.Leader{}, e.Msg)
 	}

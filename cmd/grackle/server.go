@@ -78,6 +78,11 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.Int64Var(&cfg.Limits.MaxLocksPerNamespace, "max-locks-per-namespace", cfg.Limits.MaxLocksPerNamespace, "most held locks in one namespace")
 	fs.Int64Var(&cfg.Limits.MaxLockLeasesPerNamespace, "max-lock-leases-per-namespace", cfg.Limits.MaxLockLeasesPerNamespace, "most lock leases in one namespace")
 	fs.Int64Var(&cfg.Limits.MaxHoldersPerLock, "max-holders-per-lock", cfg.Limits.MaxHoldersPerLock, "most (shared) holders of one lock")
+	fs.Int64Var(&cfg.Limits.MaxWaitGroupsPerNamespace, "max-wait-groups-per-namespace", cfg.Limits.MaxWaitGroupsPerNamespace, "most wait groups in one namespace")
+	fs.Int64Var(&cfg.Limits.MaxBarriersPerNamespace, "max-barriers-per-namespace", cfg.Limits.MaxBarriersPerNamespace, "most barriers in one namespace")
+	fs.Int64Var(&cfg.Limits.MaxWaitGroupCounter, "max-wait-group-counter", cfg.Limits.MaxWaitGroupCounter, "largest counter (jobs) of a wait group")
+	fs.Int64Var(&cfg.Limits.MaxBarrierProcesses, "max-barrier-processes", cfg.Limits.MaxBarrierProcesses, "largest expected_processes of a barrier")
+	fs.Int64Var(&cfg.Limits.MaxJobsPerCall, "max-jobs-per-call", cfg.Limits.MaxJobsPerCall, "most jobs in one CompleteJobsFromWaitGroup call")
 	fs.Int64Var(&cfg.MaxTimeoutSeconds, "max-timeout-seconds", cfg.MaxTimeoutSeconds, "largest AcquireSemaphore timeout_seconds")
 	durationVar(fs, &cfg.WatchStallTimeout, "watch-stall-timeout", cfg.WatchStallTimeout, "a WatchSemaphore stream that takes no message for this long is cut off (0: 10s)")
 	fs.IntVar(&cfg.MaxWatchers, "max-watchers", cfg.MaxWatchers, "most WatchSemaphore streams one node serves (0: 10,000)")
@@ -138,6 +143,11 @@ func checkServerConfig(cfg server.Config) error {
 		{"max-locks-per-namespace", cfg.Limits.MaxLocksPerNamespace},
 		{"max-lock-leases-per-namespace", cfg.Limits.MaxLockLeasesPerNamespace},
 		{"max-holders-per-lock", cfg.Limits.MaxHoldersPerLock},
+		{"max-wait-groups-per-namespace", cfg.Limits.MaxWaitGroupsPerNamespace},
+		{"max-barriers-per-namespace", cfg.Limits.MaxBarriersPerNamespace},
+		{"max-wait-group-counter", cfg.Limits.MaxWaitGroupCounter},
+		{"max-barrier-processes", cfg.Limits.MaxBarrierProcesses},
+		{"max-jobs-per-call", cfg.Limits.MaxJobsPerCall},
 		{"max-timeout-seconds", cfg.MaxTimeoutSeconds},
 		{"heartbeat-timeout", int64(cfg.HeartbeatTimeout)},
 		{"promote-after", int64(cfg.PromoteAfter)},

@@ -16,6 +16,8 @@ import (
 //	             node, without forwarding or a leadership check
 //	early-grant  an acquire that fits in the leader's current view is
 //	             acknowledged ACQUIRED before its command commits
+//	barrier-early-release  a WaitAtBarrier waiter is released TRIPPED
+//	             when one arrival is still missing
 //
 // Never ship a binary built with this tag.
 var (
