@@ -328,8 +328,10 @@ generation mismatch); 2 bad input; 130 interrupted.`,
 	}
 	cmd.Flags().StringVar(&processID, "process-id", "", "who arrives, 1..128 bytes, stable across retries (required)")
 	cmd.Flags().Int64Var(&gen, "generation", 0, "arrive at this generation (default: the current one)")
-	durationVar(cmd.Flags(), &wait, "wait", 0, "then wait up to this long for the generation to trip (not given: do not wait; 0: look once)")
-	cmd.Flags().Lookup("wait").DefValue = "" // not given means no wait, not --wait 0
+	durationVar(cmd.Flags(), &wait, "wait", 0, "then wait for the generation to trip: --wait alone waits up to 5m, --wait=DURATION that long (not given: do not wait; --wait=0: look once)")
+	f := cmd.Flags().Lookup("wait")
+	f.DefValue = ""                      // not given means no wait, not --wait 0
+	f.NoOptDefVal = defaultWait.String() // `barrier arrive --wait`: one line in a shell script
 	metadataFlag(cmd.Flags(), &md, "participant")
 	return cmd
 }
