@@ -286,11 +286,20 @@ TIMED_OUT (--wait passed before the trip; the arrival stays counted); 1 the
 call failed (a missing barrier, or one deleted while waited for; a
 generation mismatch); 2 bad input; 130 interrupted.`,
 		Example: `  # each of 8 shards, at the end of phase 1:
-  grackle barrier arrive etl phase-done --process-id "shard-$SHARD" --wait 30m && ./phase2.sh
+  grackle barrier arrive etl phase-done --process-id "shard-$SHARD" --wait=30m && ./phase2.sh
 
   gen=$(grackle barrier arrive etl phase-done --process-id shard-3 -o id)
   grackle barrier wait etl phase-done --generation "$gen" --wait 30m`,
-		Args: positional("NAMESPACE", "BARRIER"),
+		Args: func(cmd *cobra.Command, args []string) error {
+			// --wait takes its bound only as --wait=30s (a bare --wait
+			// waits 5m), so "--wait 30s" leaves 30s as a third argument.
+			if len(args) == 3 && changed(cmd, "wait") {
+				if _, err := time.ParseDuration(args[2]); err == nil {
+					return usagef("write --wait=%s: --wait alone waits up to %s, and its bound is given with '='", args[2], defaultWait)
+				}
+			}
+			return positional("NAMESPACE", "BARRIER")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if processID == "" {
 				return usagef("--process-id is required (a stable ID of the arriving process, e.g. shard-3)")

@@ -113,7 +113,7 @@ func TestBarrierCommandsE2E(t *testing.T) {
 	done := make(chan cliResult, 2)
 	for _, s := range []string{"shard-1", "shard-2"} {
 		go func() {
-			done <- runCLI(t, env, "barrier", "arrive", "ns", "phase", "--process-id", s, "--wait", "30s", "-o", "id")
+			done <- runCLI(t, env, "barrier", "arrive", "ns", "phase", "--process-id", s, "--wait=30s", "-o", "id")
 		}()
 	}
 	deadline := time.Now().Add(20 * time.Second)
@@ -127,7 +127,7 @@ func TestBarrierCommandsE2E(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	r := wantExit(t, addr, exitOK, "", "barrier", "arrive", "ns", "phase", "--process-id", "shard-3", "--wait", "30s", "-o", "id")
+	r := wantExit(t, addr, exitOK, "", "barrier", "arrive", "ns", "phase", "--process-id", "shard-3", "--wait=30s", "-o", "id")
 	if r.stdout != "1\n" {
 		t.Fatalf("last arrival: %q", r.stdout)
 	}
@@ -147,7 +147,7 @@ func TestBarrierCommandsE2E(t *testing.T) {
 		t.Fatalf("participants of 1: %q", r.stdout)
 	}
 	// A retried arrival of generation 1, after the trip: counted once.
-	r = wantExit(t, addr, exitOK, "", "barrier", "arrive", "ns", "phase", "--process-id", "shard-3", "--generation", "1", "--wait", "5s", "-o", "id")
+	r = wantExit(t, addr, exitOK, "", "barrier", "arrive", "ns", "phase", "--process-id", "shard-3", "--generation", "1", "--wait=5s", "-o", "id")
 	if r.stdout != "1\n" {
 		t.Fatalf("retried arrival: %q", r.stdout)
 	}
@@ -171,4 +171,17 @@ func TestBarrierCommandsE2E(t *testing.T) {
 	}
 	wantExit(t, addr, exitOK, "", "barrier", "delete", "ns", "phase")
 	wantExit(t, addr, exitCallFailed, "grackle: NotFound:", "barrier", "arrive", "ns", "phase", "--process-id", "x")
+}
+
+// `barrier arrive --wait` alone is the one-line form of a shell script: it
+// waits (up to 5m) for the generation its arrival counted in; "--wait 30s"
+// is refused with the fix ("--wait=30s"), not run as something else.
+func TestBarrierArriveBareWaitE2E(t *testing.T) {
+	_, addr := runTestCluster(t)
+	wantExit(t, addr, exitOK, "", "barrier", "create", "ns", "solo", "--expected-processes", "1")
+	r := wantExit(t, addr, exitOK, "", "barrier", "arrive", "ns", "solo", "--process-id", "p", "--wait", "-o", "id")
+	if r.stdout != "1\n" {
+		t.Fatalf("bare --wait: %q", r.stdout)
+	}
+	wantExit(t, addr, exitUsage, "--wait=30s", "barrier", "arrive", "ns", "solo", "--process-id", "p", "--wait", "30s")
 }

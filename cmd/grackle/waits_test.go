@@ -638,10 +638,10 @@ func TestBarrierCommandsAgainstFake(t *testing.T) {
 	// A waiting arrival is released by the last one, which returns at once.
 	done := make(chan cliResult, 1)
 	go func() {
-		done <- runCLI(t, env, "barrier", "arrive", "ns", "phase", "--process-id", "shard-1", "--wait", "30s", "-o", "id")
+		done <- runCLI(t, env, "barrier", "arrive", "ns", "phase", "--process-id", "shard-1", "--wait=30s", "-o", "id")
 	}()
 	time.Sleep(300 * time.Millisecond)
-	r = runCLI(t, env, "barrier", "arrive", "ns", "phase", "--process-id", "shard-2", "--wait", "30s", "-o", "json")
+	r = runCLI(t, env, "barrier", "arrive", "ns", "phase", "--process-id", "shard-2", "--wait=30s", "-o", "json")
 	wantOK(t, r)
 	if !strings.Contains(r.stdout, `"outcome": "BARRIER_WAIT_OUTCOME_TRIPPED"`) || !strings.Contains(r.stdout, `"generation": 5`) {
 		t.Errorf("the last arrival:\n%s", r.stdout)
@@ -665,7 +665,7 @@ func TestBarrierCommandsAgainstFake(t *testing.T) {
 	if r.code != exitNotAcquired || r.stderr != "grackle: barrier wait: TIMED_OUT: barrier \"phase\" generation 5 has not tripped within 1s (1 of 2 arrived at generation 5)\n" {
 		t.Errorf("timed out: %d %q", r.code, r.stderr)
 	}
-	r = runCLIOpts(t, context.Background(), env, nil, true, "barrier", "arrive", "ns", "phase", "--process-id", "x", "--wait", "2s", "-o", "id")
+	r = runCLIOpts(t, context.Background(), env, nil, true, "barrier", "arrive", "ns", "phase", "--process-id", "x", "--wait=2s", "-o", "id")
 	if r.code != exitNotAcquired || !strings.Contains(r.stdout, "waiting for barrier ns/phase generation 5: ") ||
 		!strings.Contains(r.stdout, "1 of 2 arrived at generation 5") || !strings.HasSuffix(r.stdout, "\r\x1b[2K5\n") ||
 		!strings.Contains(r.stderr, "barrier arrive: TIMED_OUT") {
