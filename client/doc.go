@@ -23,6 +23,11 @@
 //   - LockSession (NewLockSession), Lock and WithLock: the same for locks,
 //     exclusive or shared on /-separated names, under a lock lease (ll_);
 //     Client.WatchLockState follows a lock;
+//   - WaitGroup (Client.WaitGroup): complete jobs in batches (Complete,
+//     CompleteJobs) and wait until all are done (Wait); Barrier
+//     (Client.Barrier): Arrive, Wait and ArriveAndWait, generation after
+//     generation; retries never count a job or an arrival twice
+//     (docs/waitgroups-barriers.md);
 //   - Config.Observer: three events per acquire (start, rejected, stop),
 //     exported as Prometheus metrics by client/promobserver;
 //   - reachability: a member address this client cannot dial is routed
@@ -58,10 +63,15 @@
 //     retry after an update that did apply answers InvalidArgument
 //     "version mismatch"); and the lock calls in the same way
 //     (RefreshLockLease, RevokeLockLease, AcquireLock, ReleaseLock,
-//     DeleteLock);
+//     DeleteLock); CompleteJobsFromWaitGroup (idempotent per job_id),
+//     ArriveAtBarrier (idempotent per generation and process, retried with
+//     the same expected_generation), DeleteWaitGroup and DeleteBarrier;
+//   - waits (WaitForWaitGroup, WaitAtBarrier) are reads: retried on any
+//     Unavailable, asking for what is left of their timeout;
 //   - calls that are not idempotent (CreateNamespace, CreateSemaphore,
-//     CreateSemaphoreLease, CreateLockLease, AddMember, RemoveMember,
-//     TransferLeadership) are retried only when the error proves that the
+//     CreateSemaphoreLease, CreateLockLease, CreateWaitGroup,
+//     CreateBarrier, UpdateWaitGroup, UpdateBarrier, AddMember,
+//     RemoveMember, TransferLeadership) are retried only when the error proves that the
 //     call never reached the Raft log: its google.rpc.ErrorInfo reason
 //     (package apierr) is
 //     NOT_LEADER (raft refused the entry, or the node does not lead and did

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -225,4 +226,119 @@ func ExampleWithLock() {
 	// orders/eu: true CONTENTION_REASON_ANCESTOR [orders]
 	// result: <nil>
 	// then orders/eu shared
+}
+
+// A batch of jobs with a wait group: the coordinator creates the group
+// with the number of jobs and waits; workers mark their jobs done, in
+// batches of any size (completing a job twice counts once, so a worker
+// may safely retry). Wait returns when the last job is done.
+func ExampleWaitGroup() {
+	addr, stop := startExampleServer()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	cli, err := client.New(ctx, client.Config{Endpoints: []string{addr}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.CreateNamespace(ctx, &pb.CreateNamespaceRequest{Name: "batch"}); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := cli.CreateWaitGroup(ctx, &pb.CreateWaitGroupRequest{NamespaceName: "batch", WaitGroupName: "nightly",
+		Counter: 300, ExpiresAt: time.Now().Add(6 * time.Hour).UnixNano()}); err != nil {
+		log.Fatal(err)
+	}
+	wg := cli.WaitGroup("batch", "nightly")
+
+	// Three workers, 100 jobs each.
+	for w := range 3 {
+		go func() {
+			var done []string
+			for j := range 100 {
+				done = append(done, fmt.Sprintf("job-%d-%03d", w, j))
+			}
+			if _, err := wg.Complete(ctx, done...); err != nil {
+				log.Print(err)
+			}
+		}()
+	}
+
+	g, outcome, err := wg.Wait(ctx)
+	if errors.Is(err, client.ErrWaitGroupExpired) {
+		fmt.Println("the batch did not finish in time")
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(outcome, g.CompletedJobs, "of", g.Counter)
+
+	// A retried completion counts nothing twice.
+	c, err := wg.Complete(ctx, "job-0-000")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("newly completed by the retry:", c.NewlyCompleted)
+	// Output:
+	// WAIT_GROUP_WAIT_OUTCOME_COMPLETED 300 of 300
+	// newly completed by the retry: 0
+}
+
+// A phased job with a barrier: each of 3 shards finishes phase 1, then
+// waits at the barrier until all have; ArriveAndWait returns the
+// generation passed (1 after phase 1, 2 after phase 2). The barrier is
+// reusable: the next phase meets at the next generation.
+func ExampleBarrier_ArriveAndWait() {
+	addr, stop := startExampleServer()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	cli, err := client.New(ctx, client.Config{Endpoints: []string{addr}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.CreateNamespace(ctx, &pb.CreateNamespaceRequest{Name: "etl"}); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := cli.CreateBarrier(ctx, &pb.CreateBarrierRequest{NamespaceName: "etl", BarrierName: "phase-done", ExpectedProcesses: 3}); err != nil {
+		log.Fatal(err)
+	}
+	b := cli.Barrier("etl", "phase-done")
+
+	var mu sync.Mutex
+	passed := map[int64]int{} // generation -> shards that passed it
+	var shards sync.WaitGroup
+	for s := range 3 {
+		shards.Add(1)
+		go func() {
+			defer shards.Done()
+			// The process ID must be stable across retries: it is what
+			// makes an arrival count once.
+			id := fmt.Sprintf("shard-%d", s)
+			for phase := 1; phase <= 2; phase++ {
+				// ... the shard's work of this phase ...
+				gen, err := b.ArriveAndWait(ctx, id)
+				if err != nil {
+					log.Fatal(err)
+				}
+				mu.Lock()
+				passed[gen]++
+				mu.Unlock()
+			}
+		}()
+	}
+	shards.Wait()
+	fmt.Println("generation 1 passed by", passed[1], "shards; generation 2 by", passed[2])
+	st, err := b.Get(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("now at generation", st.Generation)
+	// Output:
+	// generation 1 passed by 3 shards; generation 2 by 3
+	// now at generation 3
 }

@@ -67,6 +67,10 @@ type Result struct {
 	AllArrived bool
 	Existed    bool
 	Woken      []WaitKey
+	// Tripped: a barrier tripped in this command; FinishedWaitGroups:
+	// wait groups that became COMPLETED or EXPIRED in it.
+	Tripped            bool
+	FinishedWaitGroups int
 
 	// Batch has one result per command of a Batch entry, in order.
 	Batch []*Result

@@ -390,6 +390,9 @@ type Counts struct {
 	// LockLeases is part of Leases; Locks are held locks, LockHolders
 	// their holds.
 	LockLeases, Locks, LockHolders int
+	// Wait groups (ActiveWaitGroups of them ACTIVE as stored), their
+	// completed jobs, barriers.
+	WaitGroups, ActiveWaitGroups, CompletedJobs, Barriers int
 }
 
 // Counts returns the number of stored records per table.
@@ -397,7 +400,14 @@ func (f *FSM) Counts() Counts {
 	s, done := f.read()
 	defer done()
 	c := Counts{Namespaces: s.namespaces.Len(), Semaphores: s.semaphores.Len(), Leases: s.leases.Len(), Holders: s.holders.Len(),
-		Locks: s.locks.Len(), LockHolders: s.lockHolds.Len()}
+		Locks: s.locks.Len(), LockHolders: s.lockHolds.Len(), WaitGroups: s.waitGroups.Len(), CompletedJobs: s.jobs.Len(),
+		Barriers: s.barriers.Len()}
+	s.waitGroups.Ascend(func(w wgRec) bool {
+		if w.status == pb.WaitGroupStatus_WAIT_GROUP_STATUS_ACTIVE {
+			c.ActiveWaitGroups++
+		}
+		return true
+	})
 	s.namespaces.Ascend(func(n nsRec) bool {
 		c.LockLeases += int(n.lockLeaseCount)
 		return true

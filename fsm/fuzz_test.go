@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
+	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
 // fuzzBase is a small state the fuzzed commands can act on: the names the
@@ -69,6 +70,24 @@ func frame(cmds ...[]byte) []byte {
 func fuzzReads(t *testing.T, f *FSM, now int64) {
 	f.ListNamespaces(0, "")
 	for _, ns := range genNS {
+		f.ListWaitGroups(ns, 2, "", now)
+		f.ListBarriers(ns, 2, "")
+		for _, g := range wmGroups {
+			w, err := f.GetWaitGroup(ns, g, now)
+			if err == nil && (w.CompletedJobs > w.Counter || (w.Status == pb.WaitGroupStatus_WAIT_GROUP_STATUS_ACTIVE) != (w.FinishedAt == 0)) {
+				t.Fatalf("%s/%s: %v", ns, g, w)
+			}
+			f.ListWaitGroupCompletedJobs(ns, g, 2, "", now)
+		}
+		for _, b := range wmBarriers {
+			x, err := f.GetBarrier(ns, b)
+			if err == nil && (x.ArrivedProcesses >= x.ExpectedProcesses || x.Generation < 1) {
+				t.Fatalf("%s/%s: %v", ns, b, x)
+			}
+			f.ListBarrierParticipants(ns, b, 0, 2, "")
+		}
+	}
+	for _, ns := range genNS {
 		f.GetNamespace(ns)
 		f.ListSemaphores(ns, 2, "", now)
 		f.ListSemaphoreLeases(ns, "", 2, "", now)
@@ -113,6 +132,19 @@ func FuzzApply(f *testing.F) {
 		}
 	}
 	for i, c := range genLockLog(1, 60) {
+		b, err := Encode(c)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if i%3 == 0 {
+			f.Add(b)
+		}
+	}
+	var waitLog []*fsmpb.Command
+	if err := waitSequence(1, 120, nil, &waitLog); err != nil {
+		f.Fatal(err)
+	}
+	for i, c := range waitLog {
 		b, err := Encode(c)
 		if err != nil {
 			f.Fatal(err)

@@ -29,6 +29,9 @@ type harness struct {
 	now int64
 	// check runs CheckInvariants after every command (on by default).
 	check bool
+	// record keeps a copy of every command applied, as stamped, in log.
+	record bool
+	log    []*fsmpb.Command
 }
 
 func newHarness(t testing.TB) *harness {
@@ -44,6 +47,9 @@ func (h *harness) apply(c *fsmpb.Command) *Result {
 	h.t.Helper()
 	h.idx++
 	c.Now = h.now
+	if h.record {
+		h.log = append(h.log, proto.Clone(c).(*fsmpb.Command))
+	}
 	r := h.f.ApplyCommand(h.idx, c)
 	if r == nil {
 		h.t.Fatalf("index %d: nil result", h.idx)
@@ -263,6 +269,7 @@ func dumpState(f *FSM) string {
 		fmt.Fprintf(&b, "member %q %q %q\n", m.id, m.raftAddr, m.grpcAddr)
 		return true
 	})
+	dumpWaits(&b, s)
 	fmt.Fprintf(&b, "acl_bootstrapped=%v\n", s.aclBootstrapped)
 	s.tokens.Ascend(func(t tokenRec) bool {
 		fmt.Fprintf(&b, "token %q hash=%x role=%q ns=%q desc=%q c=%d\n", t.id, t.hash, t.role, t.ns, t.desc, t.createdAt)
@@ -321,6 +328,10 @@ func resultString(r *Result) string {
 		b.WriteString(protoString(m))
 	}
 	fmt.Fprintf(&b, " released=%v reason=%v blocking=%v freedLocks=%v", r.Released, r.LockReason, r.BlockingLocks, r.FreedLocks)
+	fmt.Fprintf(&b, " wg=%s bar=%s newJobs=%d allArrived=%v existed=%v woken=%v", protoString(r.WaitGroup), protoString(r.Barrier), r.NewJobs, r.AllArrived, r.Existed, r.Woken)
+	if r.Err != nil {
+		fmt.Fprintf(&b, " reason=%q meta=%v", r.Err.Reason, r.Err.Meta)
+	}
 	for _, g := range r.LockGrants {
 		fmt.Fprintf(&b, " lockgrant(%v,%v,%s,%s)", g.Granted, g.Err, protoString(g.Lock), protoString(g.Holder))
 	}
@@ -350,3 +361,44 @@ func semKeys(ks ...string) []SemKey {
 }
 
 var activityRE = regexp.MustCompile(`act=-?[0-9]+`)
+
+// dumpWaits renders the wait-group and barrier tables and their derived
+// indexes (timers, arrivals by process, counts per namespace) for
+// dumpState.
+func dumpWaits(b *strings.Builder, s *state) {
+	s.waitGroups.Ascend(func(w wgRec) bool {
+		fmt.Fprintf(b, "wg %q/%q desc=%q md=%s counter=%d completed=%d status=%v exp=%d keep=%d fin=%d v=%d c=%d u=%d act=%d\n",
+			w.ns, w.name, w.desc, mdString(w.md), w.counter, w.completed, w.status, w.expiresAt, w.deleteAfter, w.finishedAt,
+			w.version, w.createdAt, w.updatedAt, w.lastActivity)
+		return true
+	})
+	s.jobs.Ascend(func(j jobRec) bool {
+		fmt.Fprintf(b, "job %q/%q/%q at=%d md=%s\n", j.ns, j.wg, j.id, j.completedAt, mdString(j.md))
+		return true
+	})
+	s.barriers.Ascend(func(x barRec) bool {
+		fmt.Fprintf(b, "bar %q/%q desc=%q md=%s expected=%d arrived=%d gen=%d keep=%d v=%d c=%d u=%d act=%d\n",
+			x.ns, x.name, x.desc, mdString(x.md), x.expected, x.arrived, x.generation, x.deleteInactive, x.version, x.createdAt, x.updatedAt, x.lastActivity)
+		return true
+	})
+	s.arrivals.Ascend(func(r arrivalRec) bool {
+		fmt.Fprintf(b, "arrival %q/%q gen=%d seq=%d proc=%q at=%d md=%s\n", r.ns, r.bar, r.gen, r.seq, r.proc, r.arrivedAt, mdString(r.md))
+		return true
+	})
+	s.timers.Ascend(func(t timerKey) bool {
+		fmt.Fprintf(b, "timer at=%d kind=%d %q/%q\n", t.at, t.kind, t.ns, t.name)
+		return true
+	})
+	var arrived []string
+	for k := range s.arrived {
+		arrived = append(arrived, fmt.Sprintf("arrived %q/%q gen=%d proc=%q\n", k.ns, k.bar, k.gen, k.proc))
+	}
+	sort.Strings(arrived)
+	b.WriteString(strings.Join(arrived, ""))
+	var counts []string
+	for ns, c := range s.waitCount {
+		counts = append(counts, fmt.Sprintf("waitcount %q wgs=%d bars=%d\n", ns, c.waitGroups, c.barriers))
+	}
+	sort.Strings(counts)
+	b.WriteString(strings.Join(counts, ""))
+}

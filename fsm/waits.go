@@ -473,6 +473,7 @@ func (a *applier) liveWG(ns, name string) (wgRec, *Error) {
 // waiters.
 func (a *applier) finishWG(w wgRec, status pb.WaitGroupStatus, at int64) wgRec {
 	w.status, w.finishedAt = status, at
+	a.res.FinishedWaitGroups++
 	a.res.Woken = append(a.res.Woken, WaitKey{KindWaitGroup, w.ns, w.name})
 	return w
 }
@@ -636,7 +637,7 @@ func (a *applier) trip(b barRec) barRec {
 	b.generation++
 	b.arrived = 0
 	a.res.Woken = append(a.res.Woken, WaitKey{KindBarrier, b.ns, b.name})
-	a.res.AllArrived = true
+	a.res.AllArrived, a.res.Tripped = true, true
 	return b
 }
 
@@ -793,6 +794,8 @@ func (s *state) checkWaits() error {
 			return fail("wait group %s/%s: %v with %d of %d", w.ns, w.name, w.status, w.completed, w.counter)
 		case active != (w.finishedAt == 0):
 			return fail("wait group %s/%s: %v finished at %d", w.ns, w.name, w.status, w.finishedAt)
+		case w.status == pb.WaitGroupStatus_WAIT_GROUP_STATUS_EXPIRED && (w.expiresAt == 0 || w.finishedAt != w.expiresAt):
+			return fail("wait group %s/%s: expired at %d with expires_at %d", w.ns, w.name, w.finishedAt, w.expiresAt)
 		}
 		if t, ok := w.timer(); ok {
 			timers[t] = true
@@ -825,7 +828,7 @@ func (s *state) checkWaits() error {
 			if r.ns != b.ns || r.bar != b.name {
 				return false
 			}
-			if r.gen != b.generation && r.gen != b.generation-1 {
+			if r.gen < 1 || (r.gen != b.generation && r.gen != b.generation-1) {
 				return fail("barrier %s/%s at generation %d keeps an arrival of generation %d", b.ns, b.name, b.generation, r.gen)
 			}
 			if r.gen == b.generation {

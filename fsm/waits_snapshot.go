@@ -135,6 +135,9 @@ func loadWaits(tx *bolt.Tx, st *state) error {
 			return fmt.Errorf("wait group %q/%q: status %v with %d of %d jobs", w.ns, w.name, w.status, w.completed, w.counter)
 		case active != (w.finishedAt == 0):
 			return fmt.Errorf("wait group %q/%q: status %v with finished_at %d", w.ns, w.name, w.status, w.finishedAt)
+		case w.status == pb.WaitGroupStatus_WAIT_GROUP_STATUS_EXPIRED && (w.expiresAt == 0 || w.finishedAt != w.expiresAt):
+			// A group expires at its expires_at (ExpireTimers stores that).
+			return fmt.Errorf("wait group %q/%q: expired at %d with expires_at %d", w.ns, w.name, w.finishedAt, w.expiresAt)
 		case w.expiresAt < 0 || w.deleteAfter < 0 || w.deleteAfter > MaxKeepSeconds || w.version < 1:
 			return fmt.Errorf("wait group %q/%q: expires_at, delete_after_finished_seconds or version out of range", w.ns, w.name)
 		case ValidateDescription("description", w.desc) != nil || ValidateMetadata("metadata", w.md) != nil:
@@ -239,7 +242,7 @@ func loadWaits(tx *bolt.Tx, st *state) error {
 		if !ok {
 			return fmt.Errorf("arrival of %q at missing barrier %q/%q", r.proc, r.ns, r.bar)
 		}
-		if r.gen != b.generation && r.gen != b.generation-1 {
+		if r.gen < 1 || (r.gen != b.generation && r.gen != b.generation-1) {
 			return fmt.Errorf("barrier %q/%q at generation %d: arrival at generation %d", r.ns, r.bar, b.generation, r.gen)
 		}
 		want := int64(1)

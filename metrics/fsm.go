@@ -58,6 +58,10 @@ func (m *Metrics) count(cmd *fsmpb.Command, res *fsm.Result) {
 		}
 		return
 	}
+	m.waitGroupsFinished.Add(float64(res.FinishedWaitGroups))
+	if res.Tripped {
+		m.barrierTrips.Inc()
+	}
 	switch cmd.GetOp().(type) {
 	case *fsmpb.Command_Acquire:
 		if res.Acquired {
@@ -75,6 +79,8 @@ func (m *Metrics) count(cmd *fsmpb.Command, res *fsm.Result) {
 		if res.Released {
 			m.lockReleases.Inc()
 		}
+	case *fsmpb.Command_CompleteJobs:
+		m.jobsCompleted.Add(float64(res.NewJobs))
 	case *fsmpb.Command_CreateLease:
 		m.leasesCreated.Inc()
 	case *fsmpb.Command_RefreshLease:

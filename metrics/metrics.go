@@ -41,6 +41,7 @@ type Metrics struct {
 
 	grants, releases                                             prometheus.Counter
 	lockGrants, lockReleases                                     prometheus.Counter
+	jobsCompleted, barrierTrips, waitGroupsFinished              prometheus.Counter
 	leasesCreated, leasesRefreshed, leasesRevoked, leasesExpired prometheus.Counter
 	snapshotFailures                                             prometheus.Counter
 	snapshotBytes                                                prometheus.Gauge
@@ -84,6 +85,9 @@ func New() *Metrics {
 	m.releases = counter("releases_total", "Releases that dropped a hold,"+applied)
 	m.lockGrants = counter("lock_grants_total", "Lock holds granted (direct acquires, re-acquires, mode changes and queued grants),"+applied)
 	m.lockReleases = counter("lock_releases_total", "ReleaseLock calls that dropped a hold,"+applied)
+	m.jobsCompleted = counter("wait_group_jobs_completed_total", "New wait-group jobs completed (retried ones count once),"+applied)
+	m.waitGroupsFinished = counter("wait_groups_finished_total", "Wait groups that became COMPLETED or EXPIRED,"+applied)
+	m.barrierTrips = counter("barrier_trips_total", "Barrier generations tripped (by a last arrival or an update),"+applied)
 	m.leasesCreated = counter("leases_created_total", "Leases created,"+applied)
 	m.leasesRefreshed = counter("leases_refreshed_total", "Lease refreshes that extended a live lease,"+applied)
 	m.leasesRevoked = counter("leases_revoked_total", "Leases revoked by a client,"+applied)

@@ -22,6 +22,9 @@ func (m *Metrics) RegisterState(f *fsm.FSM, dataDir string) error {
 		lockLeases: prometheus.NewDesc(Namespace+"_lock_leases", "Lock leases in the state machine (part of grackle_leases).", nil, nil),
 		locks:      prometheus.NewDesc(Namespace+"_locks", "Held locks in the state machine.", nil, nil),
 		lockHold:   prometheus.NewDesc(Namespace+"_lock_holders", "Lock holds in the state machine.", nil, nil),
+		waitGroups: prometheus.NewDesc(Namespace+"_wait_groups", "Wait groups in the state machine, by status (active, finished: completed or expired).", []string{"status"}, nil),
+		jobs:       prometheus.NewDesc(Namespace+"_wait_group_completed_jobs", "Completed jobs stored for the wait groups in the state machine.", nil, nil),
+		barriers:   prometheus.NewDesc(Namespace+"_barriers", "Barriers in the state machine.", nil, nil),
 		free:       prometheus.NewDesc(Namespace+"_data_dir_free_bytes", "Bytes available to Grackle on the data dir's file system.", nil, nil),
 		size:       prometheus.NewDesc(Namespace+"_data_dir_size_bytes", "Size of the data dir's file system.", nil, nil),
 	})
@@ -32,10 +35,12 @@ type stateCollector struct {
 	dir                                      string
 	ns, sems, leases, hold, perm, free, size *prometheus.Desc
 	lockLeases, locks, lockHold              *prometheus.Desc
+	waitGroups, jobs, barriers               *prometheus.Desc
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ns, c.sems, c.leases, c.hold, c.perm, c.free, c.size, c.lockLeases, c.locks, c.lockHold} {
+	for _, d := range []*prometheus.Desc{c.ns, c.sems, c.leases, c.hold, c.perm, c.free, c.size, c.lockLeases, c.locks, c.lockHold,
+		c.waitGroups, c.jobs, c.barriers} {
 		ch <- d
 	}
 }
@@ -51,6 +56,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	g(c.lockLeases, float64(n.LockLeases))
 	g(c.locks, float64(n.Locks))
 	g(c.lockHold, float64(n.LockHolders))
+	ch <- prometheus.MustNewConstMetric(c.waitGroups, prometheus.GaugeValue, float64(n.ActiveWaitGroups), "active")
+	ch <- prometheus.MustNewConstMetric(c.waitGroups, prometheus.GaugeValue, float64(n.WaitGroups-n.ActiveWaitGroups), "finished")
+	g(c.jobs, float64(n.CompletedJobs))
+	g(c.barriers, float64(n.Barriers))
 	var st syscall.Statfs_t
 	if c.dir != "" && syscall.Statfs(c.dir, &st) == nil {
 		g(c.free, float64(st.Bavail)*float64(st.Bsize))

@@ -193,7 +193,7 @@ func (s *Service) UpdateBarrier(ctx context.Context, r *pb.UpdateBarrierRequest)
 			NamespaceName: r.NamespaceName, Name: r.BarrierName, Description: r.Description, ExpectedProcesses: r.ExpectedProcesses,
 			DeleteInactiveAfterSeconds: r.DeleteInactiveAfterSeconds, Metadata: r.Metadata, ExpectedVersion: r.ExpectedVersion}}},
 		func(res *fsm.Result) *pb.UpdateBarrierResponse {
-			return &pb.UpdateBarrierResponse{Barrier: res.Barrier, Tripped: res.AllArrived}
+			return &pb.UpdateBarrierResponse{Barrier: res.Barrier, Tripped: res.Tripped}
 		})
 }
 

@@ -246,6 +246,70 @@ func matrixRPCs() []matrixRPC {
 			}
 			return err
 		}},
+		{"GrackleService/CreateWaitGroup", "write", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := g(cc).CreateWaitGroup(ctx, &pb.CreateWaitGroupRequest{NamespaceName: ns, WaitGroupName: "w", Counter: 1})
+			return err
+		}},
+		{"GrackleService/GetWaitGroup", "read", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := g(cc).GetWaitGroup(ctx, &pb.GetWaitGroupRequest{NamespaceName: ns, WaitGroupName: "w"})
+			return err
+		}},
+		{"GrackleService/ListWaitGroups", "read", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := g(cc).ListWaitGroups(ctx, &pb.ListWaitGroupsRequest{NamespaceName: ns})
+			return err
+		}},
+		{"GrackleService/UpdateWaitGroup", "write", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := g(cc).UpdateWaitGroup(ctx, &pb.UpdateWaitGroupRequest{NamespaceName: ns, WaitGroupName: "w", Counter: 2, ExpectedVersion: 1})
+			return err
+		}},
+		{"GrackleService/DeleteWaitGroup", "write", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := g(cc).DeleteWaitGroup(ctx, &pb.DeleteWaitGroupRequest{NamespaceName: ns, WaitGroupName: "w-none"})
+			return err
+		}},
+		{"GrackleService/CompleteJobsFromWaitGroup", "write", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := g(cc).CompleteJobsFromWaitGroup(ctx, &pb.CompleteJobsFromWaitGroupRequest{NamespaceName: ns, WaitGroupName: "w", Jobs: []*pb.WaitGroupJob{{JobId: "j"}}})
+			return err
+		}},
+		{"GrackleService/ListWaitGroupCompletedJobs", "read", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := g(cc).ListWaitGroupCompletedJobs(ctx, &pb.ListWaitGroupCompletedJobsRequest{NamespaceName: ns, WaitGroupName: "w"})
+			return err
+		}},
+		{"GrackleService/WaitForWaitGroup", "read", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := g(cc).WaitForWaitGroup(ctx, &pb.WaitForWaitGroupRequest{NamespaceName: ns, WaitGroupName: "w"})
+			return err
+		}},
+		{"GrackleService/CreateBarrier", "write", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := g(cc).CreateBarrier(ctx, &pb.CreateBarrierRequest{NamespaceName: ns, BarrierName: "b", ExpectedProcesses: 2})
+			return err
+		}},
+		{"GrackleService/GetBarrier", "read", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := g(cc).GetBarrier(ctx, &pb.GetBarrierRequest{NamespaceName: ns, BarrierName: "b"})
+			return err
+		}},
+		{"GrackleService/ListBarriers", "read", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := g(cc).ListBarriers(ctx, &pb.ListBarriersRequest{NamespaceName: ns})
+			return err
+		}},
+		{"GrackleService/UpdateBarrier", "write", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := g(cc).UpdateBarrier(ctx, &pb.UpdateBarrierRequest{NamespaceName: ns, BarrierName: "b", ExpectedProcesses: 3, ExpectedVersion: 1})
+			return err
+		}},
+		{"GrackleService/DeleteBarrier", "write", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := g(cc).DeleteBarrier(ctx, &pb.DeleteBarrierRequest{NamespaceName: ns, BarrierName: "b-none"})
+			return err
+		}},
+		{"GrackleService/ArriveAtBarrier", "write", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := g(cc).ArriveAtBarrier(ctx, &pb.ArriveAtBarrierRequest{NamespaceName: ns, BarrierName: "b", ProcessId: "p", ExpectedGeneration: 1})
+			return err
+		}},
+		{"GrackleService/WaitAtBarrier", "read", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := g(cc).WaitAtBarrier(ctx, &pb.WaitAtBarrierRequest{NamespaceName: ns, BarrierName: "b", ExpectedGeneration: 1})
+			return err
+		}},
+		{"GrackleService/ListBarrierParticipants", "read", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := g(cc).ListBarrierParticipants(ctx, &pb.ListBarrierParticipantsRequest{NamespaceName: ns, BarrierName: "b"})
+			return err
+		}},
 		{"ClusterService/GetClusterStatus", "", anyToken, func(ctx context.Context, cc *grpc.ClientConn) error {
 			_, err := cl(cc).GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
 			return err

@@ -13,7 +13,8 @@ const auditMaxIDs = 100
 
 // auditor writes the audit trail: one structured line (logger "audit",
 // level info) per lease revoke (either kind), per expiry batch, per
-// DeleteLock that dropped holders, and per membership
+// DeleteLock that dropped holders, per wait group or barrier deleted
+// (by a call or by its timer) and per wait group expired, and per membership
 // change and per access-control change, with the ids involved and the
 // Raft index that made it so (a token's id, role and namespace: never its
 // secret nor the secret's hash).
@@ -60,6 +61,24 @@ func (a *auditor) line(index uint64, cmd *fsmpb.Command, res *fsm.Result) {
 		if res.Err == nil && res.Released {
 			a.log.Info("lock deleted (holders dropped)", "index", index, "namespace", op.DeleteLock.GetNamespaceName(),
 				"lock", op.DeleteLock.GetLockName())
+		}
+	case *fsmpb.Command_DeleteWaitGroup:
+		if res.Err == nil && res.Existed {
+			a.log.Info("wait group deleted", "index", index, "namespace", op.DeleteWaitGroup.GetNamespaceName(),
+				"wait_group", op.DeleteWaitGroup.GetName())
+		}
+	case *fsmpb.Command_DeleteBarrier:
+		if res.Err == nil && res.Existed {
+			a.log.Info("barrier deleted", "index", index, "namespace", op.DeleteBarrier.GetNamespaceName(),
+				"barrier", op.DeleteBarrier.GetName())
+		}
+	case *fsmpb.Command_ExpireTimers:
+		for _, k := range res.Woken {
+			kind := "wait group expired or deleted after delete_after_finished_seconds"
+			if k.Kind == fsm.KindBarrier {
+				kind = "barrier deleted after delete_inactive_after_seconds"
+			}
+			a.log.Info(kind, "index", index, "namespace", k.Namespace, "name", k.Name)
 		}
 	case *fsmpb.Command_DeleteNamespace:
 		if res.Err == nil && len(res.RemovedLeases) > 0 {

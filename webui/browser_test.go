@@ -347,3 +347,150 @@ func TestPageAsksForToken(t *testing.T) {
 		t.Fatalf("token storage (session, local, cookies) = %s (%v)", where, err)
 	}
 }
+
+// The wait groups and barriers pages, live by polling: a group's progress
+// moves as jobs complete, its status turns completed (another's expired
+// at its expires_at), its completed jobs page by page; a barrier's
+// arrivals count up in arrival order, and at the trip the generation
+// moves on, the arrivals listed under the previous generation.
+func TestWaitGroupsAndBarriersPagesLive(t *testing.T) {
+	path := chromium(t)
+	c := servertest.Start(t, 1, func(cfg *server.Config) { cfg.HTTPAddr = "127.0.0.1:0" })
+	api := c.Client(0)
+	ctx := context.Background()
+	const ns = "batch"
+	ok[*pb.CreateNamespaceResponse](t)(api.CreateNamespace(ctx, &pb.CreateNamespaceRequest{Name: ns, Description: "Nightly batch"}))
+	group := func(name string, counter int64, expires time.Duration, desc string) {
+		var at int64
+		if expires > 0 {
+			at = time.Now().Add(expires).UnixNano()
+		}
+		ok[*pb.CreateWaitGroupResponse](t)(api.CreateWaitGroup(ctx, &pb.CreateWaitGroupRequest{NamespaceName: ns, WaitGroupName: name,
+			Counter: counter, ExpiresAt: at, Description: desc}))
+	}
+	complete := func(wg string, ids ...string) {
+		t.Helper()
+		var jobs []*pb.WaitGroupJob
+		for _, id := range ids {
+			jobs = append(jobs, &pb.WaitGroupJob{JobId: id, Metadata: map[string]string{"worker": "host-" + id[len(id)-1:]}})
+		}
+		ok[*pb.CompleteJobsFromWaitGroupResponse](t)(api.CompleteJobsFromWaitGroup(ctx, &pb.CompleteJobsFromWaitGroupRequest{NamespaceName: ns,
+			WaitGroupName: wg, Jobs: jobs}))
+	}
+	group("export", 5, time.Hour, "Tonight's export: one job per shard")
+	group("reports", 3, 0, "Daily reports")
+	group("retries", 4, 4*time.Second, "Failed jobs retried")
+	complete("export", "shard-0", "shard-1")
+	complete("reports", "report-1", "report-2", "report-3")
+	complete("retries", "retry-1")
+
+	bctx := browser(t, path)
+	base := "http://" + c.Nodes[0].HTTPAddr() + "/ui/"
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return v
+	}
+	visible := func(sel string) chromedp.Action[chromedp.Void] { return chromedp.WaitVisible(chromedp.CSS(sel)) }
+
+	// The list: progress, status, time left; it follows completions.
+	do("the wait groups tab", chromedp.Navigate(base+"#/ns/"+ns), chromedp.Click(chromedp.CSS(`#tab-wgs`)),
+		visible(`#waitgroups tr[data-wg="export"][data-status="active"][data-completed="2"]`),
+		visible(`#waitgroups tr[data-wg="reports"][data-status="completed"][data-completed="3"]`))
+	if row := text(`#waitgroups tr[data-wg="export"]`); !strings.Contains(row, "2 / 5 (40%)") || !strings.Contains(row, "left") {
+		t.Fatalf("export row %q", row)
+	}
+	if row := text(`#waitgroups tr[data-wg="reports"]`); !strings.Contains(row, "completed") || !strings.Contains(row, "ago") {
+		t.Fatalf("reports row %q", row)
+	}
+	if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`(window.exportLink = document.querySelector('#waitgroups tr[data-wg="export"] a')) !== null`)); err != nil {
+		t.Fatal(err)
+	}
+	complete("export", "shard-2")
+	do("a completion shown live", visible(`#waitgroups tr[data-wg="export"][data-completed="3"]`))
+	// The refresh changed the row's cells but kept its link (a click in
+	// progress is not lost to the poll).
+	if same, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`window.exportLink.isConnected && window.exportLink === document.querySelector('#waitgroups tr[data-wg="export"] a')`)); err != nil || !same {
+		t.Fatalf("the export link was replaced by a refresh (%v)", err)
+	}
+	do("an expiry shown live", visible(`#waitgroups tr[data-wg="retries"][data-status="expired"][data-completed="1"]`))
+
+	// A group picked: its progress and completed jobs, live.
+	do("the group", chromedp.Click(chromedp.CSS(`#waitgroups tr[data-wg="export"] a`)),
+		visible(`#waitgroup[data-completed="3"]`), visible(`#wg-jobs tr[data-job="shard-2"]`))
+	if p := text(`#wg-progress`); !strings.HasPrefix(p, "3 of 5 jobs done (60%), 2 to go, ") || !strings.HasSuffix(p, " left") {
+		t.Fatalf("progress line %q", p)
+	}
+	complete("export", "shard-3")
+	do("the new job", visible(`#wg-jobs tr[data-job="shard-3"]`), visible(`#waitgroup[data-completed="4"]`))
+	if row := text(`#wg-jobs tr[data-job="shard-3"]`); !strings.Contains(row, "worker=host-3") {
+		t.Fatalf("job row %q", row)
+	}
+	screenshot(t, bctx, "GRACKLE_UI_WAITGROUPS_SCREENSHOT")
+	complete("export", "shard-4")
+	do("completed", visible(`#waitgroup[data-status="completed"][data-completed="5"]`),
+		visible(`#waitgroups tr[data-wg="export"][data-status="completed"]`))
+
+	// Paged: two jobs a page.
+	do("jobs by pages", chromedp.Navigate(base+"?page_size=2#/ns/"+ns+"/waitgroups/export"),
+		visible(`#wg-jobs tr[data-job="shard-1"]`), visible(`#wg-jobs-next`))
+	do("the next page", chromedp.Click(chromedp.CSS(`#wg-jobs-next`)),
+		visible(`#wg-jobs tr[data-job="shard-3"]`), chromedp.WaitNotPresent(chromedp.CSS(`#wg-jobs tr[data-job="shard-1"]`)))
+	if n := text(`#wg-jobs-count`); n != "(3-4 of 5 shown)" {
+		t.Fatalf("jobs count %q", n)
+	}
+
+	// Barriers.
+	barrier := func(name string, expected int64, desc string) {
+		ok[*pb.CreateBarrierResponse](t)(api.CreateBarrier(ctx, &pb.CreateBarrierRequest{NamespaceName: ns, BarrierName: name,
+			ExpectedProcesses: expected, Description: desc}))
+	}
+	arrive := func(bar, proc string, gen int64) *pb.ArriveAtBarrierResponse {
+		t.Helper()
+		return ok[*pb.ArriveAtBarrierResponse](t)(api.ArriveAtBarrier(ctx, &pb.ArriveAtBarrierRequest{NamespaceName: ns, BarrierName: bar,
+			ProcessId: proc, ExpectedGeneration: gen, Metadata: map[string]string{"phase": fmt.Sprint(gen)}}))
+	}
+	barrier("phases", 3, "Shards meet between phases")
+	barrier("deploy", 4, "Canary hosts ready")
+	arrive("phases", "shard-1", 1)
+	arrive("deploy", "canary-1", 1)
+	do("the barriers tab", chromedp.Navigate(base+"#/ns/"+ns+"/barriers"),
+		visible(`#barriers tr[data-bar="phases"][data-generation="1"][data-arrived="1"]`),
+		visible(`#barriers tr[data-bar="deploy"][data-arrived="1"]`))
+	arrive("phases", "shard-0", 1)
+	do("an arrival shown live", visible(`#barriers tr[data-bar="phases"][data-arrived="2"]`))
+	if row := text(`#barriers tr[data-bar="phases"]`); !strings.Contains(row, "2 / 3") {
+		t.Fatalf("phases row %q", row)
+	}
+	do("the barrier", chromedp.Click(chromedp.CSS(`#barriers tr[data-bar="phases"] a`)),
+		visible(`#bar-current tr[data-position="1"][data-process="shard-1"]`),
+		visible(`#bar-current tr[data-position="2"][data-process="shard-0"]`),
+		visible(`#bar-previous tr.empty`))
+	if p := text(`#bar-progress`); p != "2 of 3 processes arrived at generation 1, 1 to go" {
+		t.Fatalf("progress line %q", p)
+	}
+	// The last arrival trips it: generation 2 starts empty, generation 1's
+	// arrivals listed as the previous one; then one arrives at 2.
+	if r := arrive("phases", "shard-2", 1); !r.AllArrived || r.Barrier.Generation != 2 {
+		t.Fatalf("the last arrival: %v", r)
+	}
+	do("the trip", visible(`#barrier[data-generation="2"][data-arrived="0"]`),
+		visible(`#bar-previous tr[data-position="3"][data-process="shard-2"]`),
+		visible(`#bar-current tr.empty`))
+	arrive("phases", "shard-2", 2)
+	do("an arrival at generation 2", visible(`#bar-current tr[data-position="1"][data-process="shard-2"]`),
+		visible(`#barriers tr[data-bar="phases"][data-generation="2"][data-arrived="1"]`))
+	if cur, prev := text(`#bar-cur-gen`), text(`#bar-prev-gen`); cur != "2" || prev != "1" {
+		t.Fatalf("generations shown: current %q, previous %q", cur, prev)
+	}
+	screenshot(t, bctx, "GRACKLE_UI_BARRIERS_SCREENSHOT")
+}

@@ -3,8 +3,10 @@
 // semaphore's holders and queue updated live (server-sent events fed by
 // WatchSemaphore), a namespace's locks as a tree with a lock's holders and
 // queue updated live (fed by WatchLock), semaphore and lock leases by
-// process id, and the cluster's members and leader. The page is plain HTML, CSS and JavaScript embedded in the
-// binary (no CDN, no build step). Everything it shows comes through the
+// process id, wait groups with their progress and barriers with their
+// current generation's arrivals (polled every second: there is no watch
+// for them), and the cluster's members and leader. The page is plain
+// HTML, CSS and JavaScript embedded in the binary (no CDN, no build step). Everything it shows comes through the
 // public API (Backend), with the caller's access token when one is given.
 package webui
 
@@ -48,6 +50,12 @@ type Backend interface {
 	// WatchLock is the raw stream (its first message is the full state);
 	// watchLock reopens it after a leader change.
 	WatchLock(ctx context.Context, in *pb.WatchLockRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pb.WatchLockResponse], error)
+	GetWaitGroup(ctx context.Context, in *pb.GetWaitGroupRequest, opts ...grpc.CallOption) (*pb.GetWaitGroupResponse, error)
+	ListWaitGroups(ctx context.Context, in *pb.ListWaitGroupsRequest, opts ...grpc.CallOption) (*pb.ListWaitGroupsResponse, error)
+	ListWaitGroupCompletedJobs(ctx context.Context, in *pb.ListWaitGroupCompletedJobsRequest, opts ...grpc.CallOption) (*pb.ListWaitGroupCompletedJobsResponse, error)
+	GetBarrier(ctx context.Context, in *pb.GetBarrierRequest, opts ...grpc.CallOption) (*pb.GetBarrierResponse, error)
+	ListBarriers(ctx context.Context, in *pb.ListBarriersRequest, opts ...grpc.CallOption) (*pb.ListBarriersResponse, error)
+	ListBarrierParticipants(ctx context.Context, in *pb.ListBarrierParticipantsRequest, opts ...grpc.CallOption) (*pb.ListBarrierParticipantsResponse, error)
 }
 
 var _ Backend = (*client.Client)(nil)
@@ -87,6 +95,12 @@ func Handler(connect Connect) http.Handler {
 	mux.HandleFunc("GET /ui/api/namespaces/{ns}/lock-waiters/{lock...}", h.lockWaiters)
 	mux.HandleFunc("GET /ui/api/namespaces/{ns}/lock-watch/{lock...}", h.lockWatch)
 	mux.HandleFunc("GET /ui/api/namespaces/{ns}/lock-leases", h.lockLeases)
+	mux.HandleFunc("GET /ui/api/namespaces/{ns}/wait-groups", h.waitGroups)
+	mux.HandleFunc("GET /ui/api/namespaces/{ns}/wait-groups/{wg}", h.waitGroup)
+	mux.HandleFunc("GET /ui/api/namespaces/{ns}/wait-groups/{wg}/jobs", h.waitGroupJobs)
+	mux.HandleFunc("GET /ui/api/namespaces/{ns}/barriers", h.barriers)
+	mux.HandleFunc("GET /ui/api/namespaces/{ns}/barriers/{bar}", h.barrier)
+	mux.HandleFunc("GET /ui/api/namespaces/{ns}/barriers/{bar}/participants", h.barrierParticipants)
 	mux.HandleFunc("GET /ui/", h.static)
 	return mux
 }
@@ -142,6 +156,9 @@ func httpStatus(c codes.Code) int {
 		return http.StatusNotFound
 	case codes.InvalidArgument:
 		return http.StatusBadRequest
+	case codes.FailedPrecondition:
+		// e.g. a barrier generation no longer kept (GENERATION_MISMATCH).
+		return http.StatusConflict
 	case codes.Unavailable, codes.DeadlineExceeded:
 		return http.StatusServiceUnavailable
 	}

@@ -38,6 +38,7 @@ type fake struct {
 	leaseReqs []*pb.ListLockLeasesRequest
 	watchReqs []*pb.WatchLockRequest
 	tokens    []string
+	w         fakeWaits
 }
 
 func (f *fake) token(ctx context.Context) {
@@ -475,6 +476,241 @@ func TestSemaphoreWatchSaysResumed(t *testing.T) {
 	for i, w := range want {
 		if e := next(t, ch); e.event != w {
 			t.Fatalf("event %d: %q, want %q", i, e.event, w)
+		}
+	}
+}
+
+// fakeWaits is the wait groups and barriers part of fake's answers.
+type fakeWaits struct {
+	groups   []*pb.WaitGroup
+	jobs     []*pb.WaitGroupJob
+	barriers []*pb.Barrier
+	// arrivals by generation; the current generation is the barrier's.
+	arrivals map[int64][]*pb.BarrierParticipant
+	reqs     []proto.Message // every request, in order
+}
+
+func (f *fake) GetWaitGroup(ctx context.Context, in *pb.GetWaitGroupRequest, _ ...grpc.CallOption) (*pb.GetWaitGroupResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.w.reqs = append(f.w.reqs, in)
+	for _, g := range f.w.groups {
+		if g.Name == in.WaitGroupName {
+			return &pb.GetWaitGroupResponse{WaitGroup: g}, nil
+		}
+	}
+	return nil, status.Errorf(codes.NotFound, "wait group %q not found", in.WaitGroupName)
+}
+
+func (f *fake) ListWaitGroups(ctx context.Context, in *pb.ListWaitGroupsRequest, _ ...grpc.CallOption) (*pb.ListWaitGroupsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.w.reqs = append(f.w.reqs, in)
+	f.token(ctx)
+	got, next := page(f.w.groups, in.PaginationToken, in.Limit)
+	return &pb.ListWaitGroupsResponse{WaitGroups: got, NextPaginationToken: next}, nil
+}
+
+func (f *fake) ListWaitGroupCompletedJobs(ctx context.Context, in *pb.ListWaitGroupCompletedJobsRequest, _ ...grpc.CallOption) (*pb.ListWaitGroupCompletedJobsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.w.reqs = append(f.w.reqs, in)
+	got, next := page(f.w.jobs, in.PaginationToken, in.Limit)
+	return &pb.ListWaitGroupCompletedJobsResponse{Jobs: got, NextPaginationToken: next}, nil
+}
+
+func (f *fake) GetBarrier(ctx context.Context, in *pb.GetBarrierRequest, _ ...grpc.CallOption) (*pb.GetBarrierResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.w.reqs = append(f.w.reqs, in)
+	for _, b := range f.w.barriers {
+		if b.Name == in.BarrierName {
+			return &pb.GetBarrierResponse{Barrier: b}, nil
+		}
+	}
+	return nil, status.Errorf(codes.NotFound, "barrier %q not found", in.BarrierName)
+}
+
+func (f *fake) ListBarriers(ctx context.Context, in *pb.ListBarriersRequest, _ ...grpc.CallOption) (*pb.ListBarriersResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.w.reqs = append(f.w.reqs, in)
+	got, next := page(f.w.barriers, in.PaginationToken, in.Limit)
+	return &pb.ListBarriersResponse{Barriers: got, NextPaginationToken: next}, nil
+}
+
+// ListBarrierParticipants answers as the server does: generation 0 is the
+// first barrier's current one; only it and the previous one are kept.
+func (f *fake) ListBarrierParticipants(ctx context.Context, in *pb.ListBarrierParticipantsRequest, _ ...grpc.CallOption) (*pb.ListBarrierParticipantsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.w.reqs = append(f.w.reqs, in)
+	cur := f.w.barriers[0].Generation
+	gen := in.Generation
+	if gen == 0 {
+		gen = cur
+	}
+	if gen > cur || gen < cur-1 {
+		st, _ := status.New(codes.FailedPrecondition, "generation no longer kept").WithDetails(&errdetails.ErrorInfo{Reason: apierr.GenerationMismatch})
+		return nil, st.Err()
+	}
+	got, next := page(f.w.arrivals[gen], in.PaginationToken, in.Limit)
+	return &pb.ListBarrierParticipantsResponse{Participants: got, NextPaginationToken: next, Generation: gen}, nil
+}
+
+// The polled lists answer one API page each (limit from the query, 100
+// by default, at most 250), with the token to go on from, and carry the
+// caller's token.
+func TestWaitGroupsOnePagePerRequest(t *testing.T) {
+	f := &fake{}
+	for i := range 130 {
+		f.w.groups = append(f.w.groups, &pb.WaitGroup{Name: fmt.Sprintf("batch-%03d", i), Counter: 10, CompletedJobs: int64(i % 11),
+			Status: pb.WaitGroupStatus_WAIT_GROUP_STATUS_ACTIVE, ExpiresAt: 5e18})
+	}
+	f.w.groups[3].Status, f.w.groups[3].FinishedAt = pb.WaitGroupStatus_WAIT_GROUP_STATUS_EXPIRED, 77
+	srv := serve(t, f)
+
+	var r pb.ListWaitGroupsResponse
+	if c := getJSON(t, srv.URL+"/ui/api/namespaces/shop/wait-groups", &r); c != 200 || len(r.WaitGroups) != pageDefault || r.NextPaginationToken != "at-100" {
+		t.Fatalf("status %d, %d groups, next %q; want %d and at-100", c, len(r.WaitGroups), r.NextPaginationToken, pageDefault)
+	}
+	if g := r.WaitGroups[3]; g.Status != pb.WaitGroupStatus_WAIT_GROUP_STATUS_EXPIRED || g.FinishedAt != 77 || g.Counter != 10 || g.CompletedJobs != 3 {
+		t.Fatalf("group 3: %v", g)
+	}
+	var r2 pb.ListWaitGroupsResponse
+	if c := getJSON(t, srv.URL+"/ui/api/namespaces/shop/wait-groups?limit=20&page_token=at-120", &r2); c != 200 || len(r2.WaitGroups) != 10 ||
+		r2.WaitGroups[0].Name != "batch-120" || r2.NextPaginationToken != "" {
+		t.Fatalf("second page: status %d, %d groups, next %q", c, len(r2.WaitGroups), r2.NextPaginationToken)
+	}
+	for _, bad := range []string{"0", "251", "x", "-1"} {
+		if c := getJSON(t, srv.URL+"/ui/api/namespaces/shop/wait-groups?limit="+bad, &r); c != 400 {
+			t.Fatalf("limit=%s: HTTP %d, want 400", bad, c)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// One List call per request (never a walk over the pages), none for a
+	// bad limit.
+	if len(f.w.reqs) != 2 {
+		t.Fatalf("%d calls for 2 good requests: %v", len(f.w.reqs), f.w.reqs)
+	}
+	if in := f.w.reqs[1].(*pb.ListWaitGroupsRequest); in.NamespaceName != "shop" || in.Limit != 20 || in.PaginationToken != "at-120" {
+		t.Fatalf("request %v", in)
+	}
+	if f.tokens[0] != "Bearer s3cret" {
+		t.Fatalf("token %q", f.tokens[0])
+	}
+}
+
+// A wait group by name, its completed jobs a page at a time; a missing
+// one is 404.
+func TestWaitGroupAndJobs(t *testing.T) {
+	f := &fake{}
+	f.w.groups = []*pb.WaitGroup{{Name: "nightly", Counter: 300, CompletedJobs: 260, Status: pb.WaitGroupStatus_WAIT_GROUP_STATUS_ACTIVE}}
+	for i := range 260 {
+		f.w.jobs = append(f.w.jobs, &pb.WaitGroupJob{JobId: fmt.Sprintf("job-%03d", i), CompletedAt: int64(1000 + i), Metadata: map[string]string{"worker": "w1"}})
+	}
+	srv := serve(t, f)
+	var g pb.GetWaitGroupResponse
+	if c := getJSON(t, srv.URL+"/ui/api/namespaces/shop/wait-groups/nightly", &g); c != 200 || g.WaitGroup.CompletedJobs != 260 {
+		t.Fatalf("status %d, %v", c, g.WaitGroup)
+	}
+	if c := getJSON(t, srv.URL+"/ui/api/namespaces/shop/wait-groups/weekly", &g); c != 404 {
+		t.Fatalf("missing group: HTTP %d, want 404", c)
+	}
+	var j pb.ListWaitGroupCompletedJobsResponse
+	if c := getJSON(t, srv.URL+"/ui/api/namespaces/shop/wait-groups/nightly/jobs?limit=250", &j); c != 200 || len(j.Jobs) != 250 || j.NextPaginationToken != "at-250" {
+		t.Fatalf("status %d, %d jobs, next %q", c, len(j.Jobs), j.NextPaginationToken)
+	}
+	if c := getJSON(t, srv.URL+"/ui/api/namespaces/shop/wait-groups/nightly/jobs?page_token="+j.NextPaginationToken, &j); c != 200 || len(j.Jobs) != 10 ||
+		j.Jobs[9].JobId != "job-259" || j.Jobs[9].CompletedAt != 1259 || j.Jobs[9].Metadata["worker"] != "w1" {
+		t.Fatalf("status %d, jobs %v", c, j.Jobs)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if in := f.w.reqs[len(f.w.reqs)-1].(*pb.ListWaitGroupCompletedJobsRequest); in.NamespaceName != "shop" || in.WaitGroupName != "nightly" || in.Limit != pageDefault {
+		t.Fatalf("request %v", in)
+	}
+}
+
+// Barriers: one page of the list; a barrier's participants of the current
+// generation (generation 0 or absent) and of the previous one, in arrival
+// order, the answer naming the generation; a generation no longer kept is
+// 409 with the API's message; a bad generation is 400 without a call.
+func TestBarriersAndParticipants(t *testing.T) {
+	f := &fake{}
+	f.w.barriers = []*pb.Barrier{{Name: "phase", ExpectedProcesses: 3, ArrivedProcesses: 2, Generation: 5}, {Name: "shards", ExpectedProcesses: 8, Generation: 1}}
+	f.w.arrivals = map[int64][]*pb.BarrierParticipant{
+		5: {{ProcessId: "shard-2", Generation: 5, ArrivedAt: 20}, {ProcessId: "shard-0", Generation: 5, ArrivedAt: 21}},
+		4: {{ProcessId: "shard-1", Generation: 4, ArrivedAt: 10}, {ProcessId: "shard-0", Generation: 4, ArrivedAt: 11}, {ProcessId: "shard-2", Generation: 4, ArrivedAt: 12}},
+	}
+	srv := serve(t, f)
+	var l pb.ListBarriersResponse
+	if c := getJSON(t, srv.URL+"/ui/api/namespaces/shop/barriers?limit=1", &l); c != 200 || len(l.Barriers) != 1 || l.Barriers[0].Generation != 5 ||
+		l.Barriers[0].ArrivedProcesses != 2 || l.NextPaginationToken != "at-1" {
+		t.Fatalf("status %d, %v, next %q", c, l.Barriers, l.NextPaginationToken)
+	}
+	var b pb.GetBarrierResponse
+	if c := getJSON(t, srv.URL+"/ui/api/namespaces/shop/barriers/shards", &b); c != 200 || b.Barrier.ExpectedProcesses != 8 {
+		t.Fatalf("status %d, %v", c, b.Barrier)
+	}
+	base := srv.URL + "/ui/api/namespaces/shop/barriers/phase/participants"
+	var p pb.ListBarrierParticipantsResponse
+	for _, q := range []string{"", "?generation=0"} {
+		if c := getJSON(t, base+q, &p); c != 200 || p.Generation != 5 || len(p.Participants) != 2 || p.Participants[0].ProcessId != "shard-2" {
+			t.Fatalf("%q: status %d, generation %d, %v", q, c, p.Generation, p.Participants)
+		}
+	}
+	if c := getJSON(t, base+"?generation=4&limit=2", &p); c != 200 || p.Generation != 4 || len(p.Participants) != 2 ||
+		p.Participants[0].ProcessId != "shard-1" || p.NextPaginationToken != "at-2" {
+		t.Fatalf("previous generation: status %d, generation %d, %v, next %q", c, p.Generation, p.Participants, p.NextPaginationToken)
+	}
+	res, err := http.Get(base + "?generation=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ae apiError
+	_ = json.NewDecoder(res.Body).Decode(&ae)
+	res.Body.Close()
+	if res.StatusCode != http.StatusConflict || ae.Code != "FailedPrecondition" || !strings.Contains(ae.Message, "no longer kept") {
+		t.Fatalf("generation 3: HTTP %d %v, want 409 FailedPrecondition", res.StatusCode, ae)
+	}
+	f.mu.Lock()
+	calls := len(f.w.reqs)
+	f.mu.Unlock()
+	for _, bad := range []string{"-1", "x"} {
+		if c := getJSON(t, base+"?generation="+bad, &p); c != 400 {
+			t.Fatalf("generation=%s: HTTP %d, want 400", bad, c)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.w.reqs) != calls {
+		t.Fatalf("a bad generation made %d calls", len(f.w.reqs)-calls)
+	}
+	if in := f.w.reqs[calls-1].(*pb.ListBarrierParticipantsRequest); in.NamespaceName != "shop" || in.BarrierName != "phase" || in.Generation != 3 {
+		t.Fatalf("request %v", in)
+	}
+}
+
+// The page is embedded with both tabs and their tables.
+func TestPageHasWaitGroupsAndBarriers(t *testing.T) {
+	srv := serve(t, &fake{})
+	for file, want := range map[string][]string{
+		"index.html": {`id="tab-wgs"`, `id="waitgroups"`, `id="wg-jobs"`, `id="tab-bars"`, `id="barriers"`, `id="bar-current"`, `id="bar-previous"`},
+		"app.js":     {"/wait-groups", "/participants", "visibilityState", "LIVE_MS = 1000"},
+	} {
+		res, err := http.Get(srv.URL + "/ui/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		_, _ = bufio.NewReader(res.Body).WriteTo(&b)
+		res.Body.Close()
+		for _, w := range want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s lacks %s", file, w)
+			}
 		}
 	}
 }

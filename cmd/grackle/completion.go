@@ -1,11 +1,11 @@
 package main
 
-// Shell completion of namespace, semaphore and lock names, asked of the
-// cluster. Cobra's `grackle completion bash|zsh|fish|powershell` prints
+// Shell completion of namespace, semaphore, lock, wait group and barrier
+// names, asked of the cluster. Cobra's `grackle completion bash|zsh|fish|powershell` prints
 // the shell script; the script calls the hidden `grackle __complete ...`,
 // which runs the functions below. Every command whose Use names
-// NAMESPACE, NAMESPACE SEMAPHORE or NAMESPACE LOCK as its first arguments
-// gets them (see attachCompletion), so new commands that follow the
+// NAMESPACE, NAMESPACE SEMAPHORE, NAMESPACE LOCK, NAMESPACE WAIT_GROUP or
+// NAMESPACE BARRIER as its first arguments gets them (see attachCompletion), so new commands that follow the
 // convention need nothing more.
 
 import (
@@ -26,7 +26,8 @@ const (
 )
 
 // attachCompletion walks cmd's tree and gives every command whose
-// arguments start with NAMESPACE [SEMAPHORE|LOCK] a completion of those names
+// arguments start with NAMESPACE [SEMAPHORE|LOCK|WAIT_GROUP|BARRIER] a
+// completion of those names
 // (the name a create makes is not completed).
 func (a *app) attachCompletion(cmd *cobra.Command) {
 	for _, c := range cmd.Commands() {
@@ -46,6 +47,12 @@ func (a *app) attachCompletion(cmd *cobra.Command) {
 	}
 	if len(fields) > 2 && fields[2] == "LOCK" {
 		n, second = 2, a.completeLockNames
+	}
+	if len(fields) > 2 && fields[2] == "WAIT_GROUP" {
+		n, second = 2, a.completeWaitGroupNames
+	}
+	if len(fields) > 2 && fields[2] == "BARRIER" {
+		n, second = 2, a.completeBarrierNames
 	}
 	if cmd.Name() == "create" && len(fields)-1 == n {
 		n-- // the last positional of a create is the new name
@@ -189,6 +196,65 @@ func (a *app) completeNames(cmd *cobra.Command, ns, prefix string) []string {
 		}
 		if next == "" {
 			break
+		}
+		token = next
+	}
+	return out
+}
+
+// completeWaitGroupNames lists the wait groups of ns that start with
+// prefix.
+func (a *app) completeWaitGroupNames(cmd *cobra.Command, ns, prefix string) []string {
+	return a.completePaged(cmd, prefix, func(ctx context.Context, cli pb.GrackleServiceClient, token string) ([]string, string, error) {
+		r, err := cli.ListWaitGroups(ctx, &pb.ListWaitGroupsRequest{NamespaceName: ns, Limit: maxListLimit, PaginationToken: token})
+		var names []string
+		for _, g := range r.GetWaitGroups() {
+			names = append(names, g.GetName())
+		}
+		return names, r.GetNextPaginationToken(), err
+	})
+}
+
+// completeBarrierNames lists the barriers of ns that start with prefix.
+func (a *app) completeBarrierNames(cmd *cobra.Command, ns, prefix string) []string {
+	return a.completePaged(cmd, prefix, func(ctx context.Context, cli pb.GrackleServiceClient, token string) ([]string, string, error) {
+		r, err := cli.ListBarriers(ctx, &pb.ListBarriersRequest{NamespaceName: ns, Limit: maxListLimit, PaginationToken: token})
+		var names []string
+		for _, b := range r.GetBarriers() {
+			names = append(names, b.GetName())
+		}
+		return names, r.GetNextPaginationToken(), err
+	})
+}
+
+// completePaged lists the names that start with prefix, page by page
+// (page returns a page's names and the next token), up to completeMax. A
+// failure completes what was listed so far.
+func (a *app) completePaged(cmd *cobra.Command, prefix string,
+	page func(ctx context.Context, cli pb.GrackleServiceClient, token string) ([]string, string, error)) []string {
+	if !a.completionClientReady(cmd) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(cmdContext(cmd), completeTimeout)
+	defer cancel()
+	cli, err := a.client(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	token := ""
+	for len(out) < completeMax {
+		names, next, err := page(ctx, cli, token)
+		if err != nil {
+			return out
+		}
+		for _, n := range names {
+			if strings.HasPrefix(n, prefix) {
+				out = append(out, n)
+			}
+		}
+		if next == "" {
+			return out
 		}
 		token = next
 	}

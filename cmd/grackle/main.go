@@ -1,13 +1,14 @@
 // Command grackle is the Grackle node (`grackle server`) and its
-// command-line client (`grackle namespace|semaphore|lease|lock|cluster|run ...`).
+// command-line client (`grackle namespace|semaphore|lease|lock|waitgroup|barrier|cluster|run ...`).
 //
 // Exit codes (also in `grackle --help`):
 //
 //	0   success
 //	1   the call failed (a gRPC error other than InvalidArgument, no endpoint reachable, the server stopped with an error)
 //	2   bad input: an unknown command or flag, a bad flag value or argument, or input the server rejected with InvalidArgument
-//	3   not acquired (`semaphore acquire`, `lock acquire`, `run`: outcome UNAVAILABLE or TIMED_OUT)
+//	3   not acquired (`semaphore acquire`, `lock acquire`, `run`: outcome UNAVAILABLE or TIMED_OUT), or not reached (`waitgroup wait`, `barrier wait`, `barrier arrive --wait`: TIMED_OUT)
 //	4   lease lost (`run`: while the command ran; `lease refresh`, `lock lease refresh`, `semaphore acquire`, `lock acquire`: the lease no longer exists, by the server's NotFound with reason LEASE_NOT_FOUND or NAMESPACE_NOT_FOUND)
+//	5   wait group expired (`waitgroup wait`: outcome EXPIRED; `waitgroup complete`: new jobs for an expired group, FailedPrecondition WAIT_GROUP_NOT_ACTIVE with status EXPIRED)
 //	130 interrupted (SIGINT/SIGTERM)
 //
 // Every error is one line on stderr, starting with "grackle: ".
@@ -40,6 +41,7 @@ const (
 	exitUsage       = 2
 	exitNotAcquired = 3
 	exitLeaseLost   = 4
+	exitExpired     = 5
 	exitInterrupted = 130
 )
 
@@ -49,9 +51,12 @@ const exitCodesHelp = `Exit codes:
   1    the call failed
   2    bad input (a usage error, or input the server rejected as InvalidArgument)
   3    not acquired (semaphore acquire, lock acquire, run: UNAVAILABLE or
-       TIMED_OUT)
+       TIMED_OUT), or not reached (waitgroup wait, barrier wait, barrier
+       arrive --wait: TIMED_OUT)
   4    lease lost (run: while the command ran; lease refresh, lock lease
        refresh, semaphore acquire, lock acquire: the lease is gone)
+  5    wait group expired (waitgroup wait: EXPIRED; waitgroup complete: new
+       jobs for an expired group)
   130  interrupted (SIGINT/SIGTERM)`
 
 func main() {
@@ -72,6 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 	a := &app{
 		stdout:     stdout,
 		stderr:     stderr,
+		stdin:      os.Stdin,
 		lookupEnv:  lookupEnv,
 		now:        time.Now,
 		runServer:  server.Run,
@@ -84,6 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 // environment is read, and the client flags (bound once per command group).
 type app struct {
 	stdout, stderr io.Writer
+	stdin          io.Reader // --jobs-file - (nil: os.Stdin)
 	lookupEnv      func(string) (string, bool)
 	now            func() time.Time
 	runServer      func(context.Context, server.Config) error
@@ -175,8 +182,8 @@ func (a *app) rootCmd() *cobra.Command {
 		Short: "Grackle: a Raft-replicated distributed semaphore service",
 		Long: `Grackle is a Raft-replicated distributed semaphore service.
 
-Run a node with "grackle server"; manage namespaces, semaphores, locks and
-leases with the client commands. They use the Go client: given any members
+Run a node with "grackle server"; manage namespaces, semaphores, locks,
+leases, wait groups and barriers with the client commands. They use the Go client: given any members
 (--endpoints), it finds the leader, follows it across elections, retries
 what is safe to retry, and goes through the endpoints when a member's
 advertised address cannot be reached from here (followers forward).
@@ -209,6 +216,8 @@ func (a *app) commands() []*cobra.Command {
 		a.semaphoreCmd(),
 		a.leaseCmd(),
 		a.lockCmd(),
+		a.waitGroupCmd(),
+		a.barrierCmd(),
 		a.clusterCmd(),
 		a.benchCmd(),
 		a.runCmd(),

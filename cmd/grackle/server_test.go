@@ -52,6 +52,11 @@ var allServerArgs = []string{
 	"--max-locks-per-namespace", "22",
 	"--max-lock-leases-per-namespace", "23",
 	"--max-holders-per-lock", "24",
+	"--max-wait-groups-per-namespace", "26",
+	"--max-barriers-per-namespace", "27",
+	"--max-wait-group-counter", "28",
+	"--max-barrier-processes", "29",
+	"--max-jobs-per-call", "30",
 	"--max-waiters", "25",
 	"--max-timeout-seconds", "17",
 	"--watch-stall-timeout", "19s",
@@ -112,6 +117,11 @@ func allServerConfig() server.Config {
 	want.Limits.MaxLocksPerNamespace = 22
 	want.Limits.MaxLockLeasesPerNamespace = 23
 	want.Limits.MaxHoldersPerLock = 24
+	want.Limits.MaxWaitGroupsPerNamespace = 26
+	want.Limits.MaxBarriersPerNamespace = 27
+	want.Limits.MaxWaitGroupCounter = 28
+	want.Limits.MaxBarrierProcesses = 29
+	want.Limits.MaxJobsPerCall = 30
 	want.MaxWaiters = 25
 	want.MaxTimeoutSeconds = 17
 	want.WatchStallTimeout = 19 * time.Second

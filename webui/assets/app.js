@@ -1,8 +1,9 @@
 // Grackle's web view: plain DOM code, no framework, no build step. It
 // reads /ui/api/* (JSON from the public API) and, for the semaphore or
 // lock shown, follows its watch (server-sent events, read with fetch so
-// the access token can go in a header). The token lives in sessionStorage
-// only: it ends with the browser tab.
+// the access token can go in a header). Wait groups and barriers have no
+// watch: their pages poll every second while visible (see startLive). The
+// token lives in sessionStorage only: it ends with the browser tab.
 'use strict';
 
 const TOKEN_KEY = 'grackle-token';
@@ -25,7 +26,11 @@ async function api(path) {
     throw new AuthError('auth');
   }
   const body = await r.json();
-  if (!r.ok) throw new Error(body.code + ': ' + body.message);
+  if (!r.ok) {
+    const e = new Error(body.code + ': ' + body.message);
+    e.status = r.status;
+    throw e;
+  }
   return body;
 }
 
@@ -95,16 +100,20 @@ $('forget').addEventListener('click', () => {
   route();
 });
 
-// ---- routing: #/, #/ns/NS, #/ns/NS/sem/SEM, #/ns/NS/locks[/LOCK/NAME] ----
+// ---- routing: #/, #/ns/NS, #/ns/NS/sem/SEM, #/ns/NS/locks[/LOCK/NAME],
+// #/ns/NS/waitgroups[/WG], #/ns/NS/barriers[/BARRIER] ----
 
-let view = { ns: '', sem: '', locks: false, lock: '' };
+const NO_VIEW = { ns: '', sem: '', locks: false, lock: '', wgs: false, wg: '', bars: false, bar: '' };
+let view = { ...NO_VIEW };
 let pollTimer = null;
 let watchCtl = null;
 
 function parseHash() {
   const p = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
-  const v = { ns: '', sem: '', locks: false, lock: '' };
+  const v = { ...NO_VIEW };
   if (p[0] === 'ns' && p[1]) v.ns = p[1];
+  if (v.ns && p[2] === 'waitgroups') { v.wgs = true; v.wg = p[3] || ''; }
+  if (v.ns && p[2] === 'barriers') { v.bars = true; v.bar = p[3] || ''; }
   if (v.ns && p[2] === 'sem' && p[3]) v.sem = p[3];
   if (v.ns && p[2] === 'locks') {
     v.locks = true;
@@ -126,12 +135,28 @@ function lockHref(ns, lock) {
   return h;
 }
 
+function wgHref(ns, wg) {
+  return '#/ns/' + encodeURIComponent(ns) + '/waitgroups' + (wg ? '/' + encodeURIComponent(wg) : '');
+}
+
+function barHref(ns, bar) {
+  return '#/ns/' + encodeURIComponent(ns) + '/barriers' + (bar ? '/' + encodeURIComponent(bar) : '');
+}
+
 function route() {
+  const was = view;
   view = parseHash();
+  if (was.ns !== view.ns) { resetPager(pg.wgs); resetPager(pg.bars); }
+  if (was.ns !== view.ns || was.wg !== view.wg) { resetPager(pg.jobs); wgJobsKey = ''; }
+  if (was.ns !== view.ns || was.bar !== view.bar) { resetPager(pg.cur); resetPager(pg.prev); barKey = ''; barGen = ''; }
   $('forget').hidden = !token();
   $('ns-head').hidden = !view.ns || !!view.sem;
-  $('namespace').hidden = !view.ns || !!view.sem || view.locks;
+  $('namespace').hidden = !view.ns || !!view.sem || view.locks || view.wgs || view.bars;
   $('locks-page').hidden = !view.locks;
+  $('waitgroups-page').hidden = !view.wgs;
+  $('waitgroup').hidden = !view.wg;
+  $('barriers-page').hidden = !view.bars;
+  $('barrier').hidden = !view.bar;
   $('lock').hidden = !view.lock;
   $('semaphore').hidden = !view.sem;
   $('cluster').hidden = !!view.ns;
@@ -139,13 +164,18 @@ function route() {
     $('ns-name').textContent = view.ns;
     $('tab-ns').href = href(view.ns);
     $('tab-locks').href = lockHref(view.ns);
-    $('tab-ns').className = view.locks ? '' : 'current';
+    $('tab-wgs').href = wgHref(view.ns);
+    $('tab-bars').href = barHref(view.ns);
+    $('tab-ns').className = view.locks || view.wgs || view.bars ? '' : 'current';
     $('tab-locks').className = view.locks ? 'current' : '';
+    $('tab-wgs').className = view.wgs ? 'current' : '';
+    $('tab-bars').className = view.bars ? 'current' : '';
   }
   stopWatch();
   if (view.sem) startWatch(view.ns, view.sem);
   if (view.lock) startLockWatch(view.ns, view.lock);
   refresh();
+  startLive();
 }
 
 window.addEventListener('hashchange', route);
@@ -154,7 +184,7 @@ async function refresh() {
   clearTimeout(pollTimer);
   try {
     const jobs = [loadCluster(), loadNamespaces()];
-    if (view.ns && !view.sem && !view.locks) jobs.push(loadNamespace(view.ns));
+    if (view.ns && !view.sem && !view.locks && !view.wgs && !view.bars) jobs.push(loadNamespace(view.ns));
     if (view.locks) jobs.push(loadLocks(view.ns));
     await Promise.all(jobs);
     if (!watchError) showError('');
@@ -486,6 +516,333 @@ function showLockWaiters(waiters, count) {
   fill($('lock-waiters'), waiters.map((w) => el('tr', { 'data-process': w.process_id, 'data-lease': w.lease_id, 'data-position': w.position, 'data-mode': MODE[!!w.exclusive] },
     el('td', { class: 'num' }, w.position), el('td', {}, MODE[!!w.exclusive]), el('td', {}, w.upgrade ? 'upgrade' : ''),
     el('td', {}, w.process_id), el('td', {}, w.lease_id), whenCell(w.waiting_since), whenCell(w.deadline))), 7, 'nobody waits');
+}
+
+// ---- wait groups and barriers (polled) ----
+
+// Their pages are live by polling, as there is no watch RPC for them:
+// while one is shown and the browser tab is visible, the page asks every
+// LIVE_MS for the table (one List call, one API page of at most PAGE
+// items), and re-reads the picked item's jobs or participants only when
+// its counts changed (plus a Get when it is not on the page listed). A
+// hidden tab stops polling; showing it again resumes at once.
+const LIVE_MS = 1000;
+// ?page_size=N (1..250) in the page's address changes the page size.
+const PAGE = Math.min(250, Math.max(1, Math.floor(Number(new URLSearchParams(location.search).get('page_size'))) || 100));
+let liveSeq = 0;
+let liveTimer = null;
+
+function startLive() {
+  const my = ++liveSeq;
+  clearTimeout(liveTimer);
+  const live = () => my === liveSeq;
+  const tick = async () => {
+    if (!live() || !(view.wgs || view.bars) || document.visibilityState !== 'visible') return;
+    try {
+      if (view.wgs) await loadWaitGroups(view.ns, live);
+      else await loadBarriers(view.ns, live);
+      if (live() && !watchError) showError('');
+    } catch (e) {
+      if (live() && !(e instanceof AuthError)) showError(e.message);
+    }
+    if (live()) liveTimer = setTimeout(tick, LIVE_MS);
+  };
+  tick();
+}
+
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'visible') startLive();
+});
+
+// A pager follows a list's page tokens; offset counts the items before
+// the page shown (for positions and "showing 101-200").
+function newPager(prefix) {
+  const p = { tok: '', offset: 0, next: '', prev: '', count: 0, prevBtn: $(prefix + '-prev'), nextBtn: $(prefix + '-next') };
+  p.nextBtn.addEventListener('click', () => {
+    if (!p.next) return;
+    p.offset += p.count;
+    p.tok = p.next;
+    startLive();
+  });
+  p.prevBtn.addEventListener('click', () => {
+    p.offset = Math.max(0, p.offset - PAGE);
+    p.tok = p.offset === 0 ? '' : p.prev;
+    startLive();
+  });
+  return p;
+}
+
+function resetPager(p) {
+  p.tok = '';
+  p.offset = 0;
+}
+
+function pageQuery(p, extra) {
+  const q = new URLSearchParams(extra || {});
+  q.set('limit', PAGE);
+  if (p.tok) q.set('page_token', p.tok);
+  return '?' + q;
+}
+
+function showPager(p, r, n) {
+  p.next = r.next_pagination_token || '';
+  p.prev = r.previous_pagination_token || '';
+  p.count = n;
+  p.nextBtn.hidden = !p.next;
+  p.prevBtn.hidden = p.offset === 0 && !p.tok;
+  p.nextBtn.parentElement.hidden = p.nextBtn.hidden && p.prevBtn.hidden;
+}
+
+function countText(p, n, total) {
+  const of = total !== undefined ? ' of ' + total : '';
+  if (p.offset === 0 && !p.next) return '(' + n + of + ')';
+  return '(' + (n ? (p.offset + 1) + '-' + (p.offset + n) : 'none') + of + ' shown)';
+}
+
+const pg = {
+  wgs: newPager('wgs'), jobs: newPager('wg-jobs'),
+  bars: newPager('bars'), cur: newPager('bar-cur'), prev: newPager('bar-prev'),
+};
+
+function nsMs(ns) { return Number(BigInt(ns) / 1000000n); }
+
+// dur is a duration to the second (a progress page counts down).
+function dur(s) {
+  s = Math.max(0, Math.round(s));
+  const two = (n) => String(n).padStart(2, '0');
+  if (s < 60) return s + 's';
+  if (s < 3600) return Math.floor(s / 60) + 'm ' + two(s % 60) + 's';
+  if (s < 86400) return Math.floor(s / 3600) + 'h ' + two(Math.floor((s % 3600) / 60)) + 'm';
+  return Math.floor(s / 86400) + 'd ' + two(Math.floor((s % 86400) / 3600)) + 'h';
+}
+
+function progressBar(done, of, cls, wide) {
+  const f = el('span', { class: cls || '' });
+  f.style.width = (of > 0 ? Math.min(100, (100 * done) / of) : 0) + '%';
+  return el('span', { class: 'bar' + (wide ? ' wide' : '') }, f);
+}
+
+function setBar(id, done, of, cls) {
+  $(id).className = cls || '';
+  $(id).style.width = (of > 0 ? Math.min(100, (100 * done) / of) : 0) + '%';
+}
+
+function metaText(m) {
+  return Object.entries(m || {}).sort().map(([k, v]) => k + '=' + v).join(', ');
+}
+
+const WG_STATUS = { WAIT_GROUP_STATUS_ACTIVE: 'active', WAIT_GROUP_STATUS_COMPLETED: 'completed', WAIT_GROUP_STATUS_EXPIRED: 'expired' };
+
+function wgStatus(g) { return WG_STATUS[g.status] || 'unknown'; }
+
+// timeLeft: until expires_at while active, else since finished_at.
+function timeLeft(g) {
+  const st = wgStatus(g);
+  if (st !== 'active') return (g.finished_at && g.finished_at !== '0' ? st + ' ' + dur((Date.now() - nsMs(g.finished_at)) / 1000) + ' ago' : st);
+  if (!g.expires_at || g.expires_at === '0') return 'no expiry';
+  const left = (nsMs(g.expires_at) - Date.now()) / 1000;
+  return left > 0 ? dur(left) + ' left' : 'expiring';
+}
+
+// fillLive is fill for the tables polled every second: a row whose key
+// attribute is unchanged keeps its element, and so does each cell of it
+// that did not change (the link being clicked, a text selection, the
+// mouse's hover survive a refresh); the rest is replaced.
+function fillLive(tbody, rows, cols, emptyText, key) {
+  if (!rows.length) return fill(tbody, rows, cols, emptyText);
+  const old = [...tbody.children];
+  const out = rows.map((r, i) => {
+    const o = old[i];
+    if (!o || !r.hasAttribute(key) || o.getAttribute(key) !== r.getAttribute(key) || o.cells.length !== r.cells.length) return r;
+    for (const a of [...o.attributes]) if (!r.hasAttribute(a.name)) o.removeAttribute(a.name);
+    for (const a of [...r.attributes]) if (o.getAttribute(a.name) !== a.value) o.setAttribute(a.name, a.value);
+    [...r.cells].forEach((c, j) => { if (o.cells[j].outerHTML !== c.outerHTML) o.cells[j].replaceWith(c); });
+    return o;
+  });
+  if (out.length !== old.length || out.some((r, i) => r !== old[i])) tbody.replaceChildren(...out);
+}
+
+function pct(done, of) { return of > 0 ? Math.floor((100 * done) / of) : 0; }
+
+let wgJobsKey = '';
+
+async function loadWaitGroups(ns, live) {
+  const base = 'namespaces/' + encodeURIComponent(ns);
+  const r = await api(base + '/wait-groups' + pageQuery(pg.wgs));
+  if (!live()) return;
+  fillLive($('waitgroups'), r.wait_groups.map((g) => {
+    const st = wgStatus(g), done = Number(g.completed_jobs), of = Number(g.counter);
+    return el('tr', { 'data-wg': g.name, 'data-status': st, 'data-completed': g.completed_jobs, class: g.name === view.wg ? 'current' : '' },
+      el('td', {}, el('a', { href: wgHref(ns, g.name), class: 'row' }, g.name)),
+      el('td', { class: 'num' }, done + ' / ' + of + ' (' + pct(done, of) + '%)'),
+      el('td', {}, progressBar(done, of, st === 'completed' ? 'done' : st === 'expired' ? 'expired' : '')),
+      el('td', {}, el('span', { class: 'badge ' + st }, st)),
+      el('td', { title: g.expires_at !== '0' ? 'expires_at ' + when(g.expires_at) : '' }, timeLeft(g)),
+      el('td', {}, g.description));
+  }), 6, 'no wait groups', 'data-wg');
+  showPager(pg.wgs, r, r.wait_groups.length);
+  $('wgs-count').textContent = countText(pg.wgs, r.wait_groups.length);
+  if (!view.wg) return;
+  let g = r.wait_groups.find((x) => x.name === view.wg);
+  if (!g) {
+    try {
+      g = (await api(base + '/wait-groups/' + encodeURIComponent(view.wg))).wait_group;
+    } catch (e) {
+      if (e.status !== 404) throw e;
+      if (live()) showWaitGroupMissing(e.message);
+      return;
+    }
+    if (!live()) return;
+  }
+  showWaitGroup(g);
+  // The jobs change only with completed_jobs: re-read them then.
+  const key = [ns, g.name, g.created_at, g.completed_jobs, pg.jobs.tok].join('\n');
+  if (key === wgJobsKey) return;
+  const j = await api(base + '/wait-groups/' + encodeURIComponent(g.name) + '/jobs' + pageQuery(pg.jobs));
+  if (!live()) return;
+  wgJobsKey = key;
+  fillLive($('wg-jobs'), j.jobs.map((x) => el('tr', { 'data-job': x.job_id },
+    el('td', {}, x.job_id), whenCell(x.completed_at), el('td', { class: 'meta' }, metaText(x.metadata)))), 3, 'no job completed yet', 'data-job');
+  showPager(pg.jobs, j, j.jobs.length);
+  $('wg-jobs-count').textContent = countText(pg.jobs, j.jobs.length, g.completed_jobs);
+}
+
+function showWaitGroup(g) {
+  const st = wgStatus(g), done = Number(g.completed_jobs), of = Number(g.counter);
+  $('wg-name').textContent = g.name;
+  $('wg-status').className = 'badge ' + st;
+  $('wg-status').textContent = st;
+  setBar('wg-bar', done, of, st === 'completed' ? 'done' : st === 'expired' ? 'expired' : '');
+  $('wg-progress').textContent = done + ' of ' + of + ' jobs done (' + pct(done, of) + '%)' +
+    (st === 'active' ? ', ' + (of - done) + ' to go, ' + timeLeft(g) : ', ' + timeLeft(g));
+  const t = ['created ' + when(g.created_at)];
+  t.push(g.expires_at !== '0' ? 'expires_at ' + when(g.expires_at) : 'never expires');
+  if (g.finished_at !== '0') t.push('finished ' + when(g.finished_at));
+  if (g.delete_after_finished_seconds !== '0') t.push('deleted ' + dur(Number(g.delete_after_finished_seconds)) + ' after it finishes');
+  const md = metaText(g.metadata);
+  if (md) t.push('metadata ' + md);
+  $('wg-times').textContent = t.join(', ');
+  $('wg-desc').textContent = g.description;
+  $('waitgroup').dataset.status = st;
+  $('waitgroup').dataset.completed = g.completed_jobs;
+}
+
+function showWaitGroupMissing(msg) {
+  $('wg-name').textContent = view.wg;
+  $('wg-status').className = 'badge down';
+  $('wg-status').textContent = 'not found';
+  setBar('wg-bar', 0, 0);
+  $('wg-progress').textContent = msg;
+  $('wg-times').textContent = '';
+  $('wg-desc').textContent = '';
+  fill($('wg-jobs'), [], 3, 'no such wait group');
+  wgJobsKey = '';
+}
+
+let barKey = '';
+let barGen = '';
+
+async function loadBarriers(ns, live) {
+  const base = 'namespaces/' + encodeURIComponent(ns);
+  const r = await api(base + '/barriers' + pageQuery(pg.bars));
+  if (!live()) return;
+  fillLive($('barriers'), r.barriers.map((b) => {
+    const n = Number(b.arrived_processes), of = Number(b.expected_processes);
+    return el('tr', { 'data-bar': b.name, 'data-generation': b.generation, 'data-arrived': b.arrived_processes, class: b.name === view.bar ? 'current' : '' },
+      el('td', {}, el('a', { href: barHref(ns, b.name), class: 'row' }, b.name)),
+      el('td', { class: 'num' }, b.generation),
+      el('td', { class: 'num' }, n + ' / ' + of),
+      el('td', {}, progressBar(n, of)),
+      whenCell(b.last_activity_at),
+      el('td', {}, b.description));
+  }), 6, 'no barriers', 'data-bar');
+  showPager(pg.bars, r, r.barriers.length);
+  $('bars-count').textContent = countText(pg.bars, r.barriers.length);
+  if (!view.bar) return;
+  let b = r.barriers.find((x) => x.name === view.bar);
+  if (!b) {
+    try {
+      b = (await api(base + '/barriers/' + encodeURIComponent(view.bar))).barrier;
+    } catch (e) {
+      if (e.status !== 404) throw e;
+      if (live()) showBarrierMissing(e.message);
+      return;
+    }
+    if (!live()) return;
+  }
+  showBarrier(b);
+  // A new generation: the pages followed belong to older ones.
+  const genKey = b.created_at + '/' + b.generation;
+  if (genKey !== barGen) { resetPager(pg.cur); resetPager(pg.prev); barGen = genKey; }
+  // The participants change only with the arrivals or the generation.
+  const key = [ns, b.name, genKey, b.arrived_processes, pg.cur.tok, pg.prev.tok].join('\n');
+  if (key === barKey) return;
+  const url = base + '/barriers/' + encodeURIComponent(b.name) + '/participants';
+  const cur = await api(url + pageQuery(pg.cur, { generation: 0 }));
+  if (!live()) return;
+  const g = Number(cur.generation);
+  $('bar-cur-gen').textContent = g;
+  fillLive($('bar-current'), participantRows(cur.participants, pg.cur.offset), 4, 'nobody has arrived yet', 'data-process');
+  showPager(pg.cur, cur, cur.participants.length);
+  $('bar-cur-count').textContent = countText(pg.cur, cur.participants.length);
+  $('bar-prev-gen').textContent = g > 1 ? g - 1 : '-';
+  if (g > 1) {
+    try {
+      const prev = await api(url + pageQuery(pg.prev, { generation: g - 1 }));
+      if (!live()) return;
+      fillLive($('bar-previous'), participantRows(prev.participants, pg.prev.offset), 4, 'nobody arrived (tripped by an update)', 'data-process');
+      showPager(pg.prev, prev, prev.participants.length);
+      $('bar-prev-count').textContent = countText(pg.prev, prev.participants.length);
+    } catch (e) {
+      // It tripped again between the two reads: no longer kept. The next
+      // poll reads the new pair.
+      if (e.status !== 409) throw e;
+      if (!live()) return;
+      fill($('bar-previous'), [], 4, 'no longer kept');
+      barKey = '';
+      return;
+    }
+  } else {
+    fill($('bar-previous'), [], 4, 'none: this is the first generation');
+    showPager(pg.prev, {}, 0);
+    $('bar-prev-count').textContent = '';
+  }
+  barKey = key;
+}
+
+function participantRows(ps, offset) {
+  return ps.map((p, i) => el('tr', { 'data-process': p.process_id, 'data-position': offset + i + 1 },
+    el('td', { class: 'num' }, offset + i + 1), el('td', {}, p.process_id), whenCell(p.arrived_at), el('td', { class: 'meta' }, metaText(p.metadata))));
+}
+
+function showBarrier(b) {
+  const n = Number(b.arrived_processes), of = Number(b.expected_processes);
+  $('bar-name').textContent = b.name;
+  $('bar-gen').textContent = 'generation ' + b.generation;
+  setBar('bar-bar', n, of);
+  $('bar-progress').textContent = n + ' of ' + of + ' processes arrived at generation ' + b.generation + ', ' + (of - n) + ' to go' +
+    (Number(b.generation) > 1 ? ' (tripped ' + (Number(b.generation) - 1) + (b.generation === '2' ? ' time)' : ' times)') : '');
+  const t = ['created ' + when(b.created_at), 'last arrival or creation ' + when(b.last_activity_at)];
+  if (b.delete_inactive_after_seconds !== '0') t.push('deleted after ' + dur(Number(b.delete_inactive_after_seconds)) + ' without activity');
+  const md = metaText(b.metadata);
+  if (md) t.push('metadata ' + md);
+  $('bar-times').textContent = t.join(', ');
+  $('bar-desc').textContent = b.description;
+  $('barrier').dataset.generation = b.generation;
+  $('barrier').dataset.arrived = b.arrived_processes;
+}
+
+function showBarrierMissing(msg) {
+  $('bar-name').textContent = view.bar;
+  $('bar-gen').textContent = 'not found';
+  setBar('bar-bar', 0, 0);
+  $('bar-progress').textContent = msg;
+  $('bar-times').textContent = '';
+  $('bar-desc').textContent = '';
+  fill($('bar-current'), [], 4, 'no such barrier');
+  fill($('bar-previous'), [], 4, 'no such barrier');
+  barKey = '';
+  barGen = '';
 }
 
 route();
