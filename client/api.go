@@ -111,9 +111,9 @@ func (c *Client) DeleteSemaphore(ctx context.Context, in *pb.DeleteSemaphoreRequ
 func (c *Client) AcquireSemaphore(ctx context.Context, in *pb.AcquireSemaphoreRequest, opts ...grpc.CallOption) (*pb.AcquireSemaphoreResponse, error) {
 	start, wait := time.Now(), time.Duration(in.GetTimeoutSeconds())*time.Second
 	return call(c, ctx, retryAlways, in, opts, func(api pb.GrackleServiceClient, ctx context.Context, in *pb.AcquireSemaphoreRequest, o ...grpc.CallOption) (*pb.AcquireSemaphoreResponse, error) {
-		if elapsed := time.Since(start); wait > 0 && elapsed >= time.Second {
+		if left, ok := remaining(start, wait); ok {
 			req := proto.Clone(in).(*pb.AcquireSemaphoreRequest)
-			req.TimeoutSeconds = int64((max(wait-elapsed, 0) + time.Second - 1) / time.Second)
+			req.TimeoutSeconds = left
 			in = req
 		}
 		return api.AcquireSemaphore(ctx, in, o...)

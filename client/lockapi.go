@@ -50,9 +50,9 @@ func (c *Client) ListLockLeases(ctx context.Context, in *pb.ListLockLeasesReques
 func (c *Client) AcquireLock(ctx context.Context, in *pb.AcquireLockRequest, opts ...grpc.CallOption) (*pb.AcquireLockResponse, error) {
 	start, wait := time.Now(), time.Duration(in.GetTimeoutSeconds())*time.Second
 	return call(c, ctx, retryAlways, in, opts, func(api pb.GrackleServiceClient, ctx context.Context, in *pb.AcquireLockRequest, o ...grpc.CallOption) (*pb.AcquireLockResponse, error) {
-		if elapsed := time.Since(start); wait > 0 && elapsed >= time.Second {
+		if left, ok := remaining(start, wait); ok {
 			req := proto.Clone(in).(*pb.AcquireLockRequest)
-			req.TimeoutSeconds = int64((max(wait-elapsed, 0) + time.Second - 1) / time.Second)
+			req.TimeoutSeconds = left
 			in = req
 		}
 		return api.AcquireLock(ctx, in, o...)

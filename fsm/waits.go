@@ -222,9 +222,7 @@ func (s *state) putWG(w wgRec) {
 			s.timers.Delete(t)
 		}
 	} else {
-		c := s.waitCount[w.ns]
-		c.waitGroups++
-		s.waitCount[w.ns] = c
+		s.addCounts(w.ns, 1, 0)
 	}
 	if t, ok := w.timer(); ok {
 		s.timers.ReplaceOrInsert(t)
@@ -251,7 +249,7 @@ func (s *state) delWG(w wgRec) {
 	for _, j := range jobs {
 		s.jobs.Delete(j)
 	}
-	s.countDown(w.ns, -1, 0)
+	s.addCounts(w.ns, -1, 0)
 }
 
 func (s *state) putBar(b barRec) {
@@ -260,9 +258,7 @@ func (s *state) putBar(b barRec) {
 			s.timers.Delete(t)
 		}
 	} else {
-		c := s.waitCount[b.ns]
-		c.barriers++
-		s.waitCount[b.ns] = c
+		s.addCounts(b.ns, 0, 1)
 	}
 	if t, ok := b.timer(); ok {
 		s.timers.ReplaceOrInsert(t)
@@ -278,7 +274,7 @@ func (s *state) delBar(b barRec) {
 		s.timers.Delete(t)
 	}
 	s.dropArrivals(b.ns, b.name, 0, math.MaxInt64)
-	s.countDown(b.ns, 0, -1)
+	s.addCounts(b.ns, 0, -1)
 }
 
 // dropArrivals removes a barrier's arrivals of generations [from, to].
@@ -297,7 +293,8 @@ func (s *state) dropArrivals(ns, bar string, from, to int64) {
 	}
 }
 
-func (s *state) countDown(ns string, wgs, bars int64) {
+// addCounts moves a namespace's counts (an entry at zero is dropped).
+func (s *state) addCounts(ns string, wgs, bars int64) {
 	c := s.waitCount[ns]
 	c.waitGroups += wgs
 	c.barriers += bars
@@ -338,7 +335,7 @@ func (a *applier) dropNamespaceWaits(ns string) {
 	delete(s.waitCount, ns)
 }
 
-// NextTimer is the earliest time-driven change, if any (read under the lock).
+// nextTimer is the earliest time-driven change, if any (read under the lock).
 func (s *state) nextTimer() (int64, bool) {
 	if t, ok := s.timers.Min(); ok {
 		return t.at, true

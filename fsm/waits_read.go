@@ -33,17 +33,6 @@ func (f *FSM) GetWaitGroup(ns, name string, now int64) (*pb.WaitGroup, error) {
 	return w.view(), nil
 }
 
-// WaitGroupView is GetWaitGroup with the raft index it reflects.
-func (f *FSM) WaitGroupView(ns, name string, now int64) (*pb.WaitGroup, uint64, error) {
-	s, done := f.read()
-	defer done()
-	w, err := s.waitGroupAt(ns, name, now)
-	if err != nil {
-		return nil, s.lastIndex, err
-	}
-	return w.view(), s.lastIndex, nil
-}
-
 // ListWaitGroups lists a namespace's wait groups by name.
 func (f *FSM) ListWaitGroups(ns string, limit int32, token string, now int64) (Page[*pb.WaitGroup], error) {
 	s, done := f.read()
@@ -182,8 +171,7 @@ func (f *FSM) ListBarrierParticipants(ns, name string, gen int64, limit int32, t
 // WaitState is what a leader-side waiter needs to decide: whether the
 // thing it waits for has happened.
 type WaitState struct {
-	Exists bool
-	Err    error // why it cannot be waited for (NotFound, a bad generation)
+	Err error // why it cannot be waited for (NotFound, a bad generation)
 	// Wait groups: the group as of now; Done once COMPLETED or EXPIRED.
 	WaitGroup *pb.WaitGroup
 	// Barriers: the barrier; Done once its generation passed the one
@@ -200,7 +188,7 @@ func (f *FSM) WaitGroupWait(ns, name string, now int64) WaitState {
 	if err != nil {
 		return WaitState{Err: err}
 	}
-	return WaitState{Exists: true, WaitGroup: w.view(), Done: w.status != pb.WaitGroupStatus_WAIT_GROUP_STATUS_ACTIVE}
+	return WaitState{WaitGroup: w.view(), Done: w.status != pb.WaitGroupStatus_WAIT_GROUP_STATUS_ACTIVE}
 }
 
 // BarrierWait reads a barrier for a waiter of generation gen: done once
@@ -216,5 +204,5 @@ func (f *FSM) BarrierWait(ns, name string, gen int64) WaitState {
 		return WaitState{Err: GenerationMismatch(b.generation,
 			"expected_generation: barrier %q is at generation %d, generation %d has not begun", name, b.generation, gen)}
 	}
-	return WaitState{Exists: true, Barrier: b.view(), Done: b.generation > gen}
+	return WaitState{Barrier: b.view(), Done: b.generation > gen}
 }

@@ -278,7 +278,7 @@ func TestWaitGroupCreateGet(t *testing.T) {
 	expectReason(t, err, CodeNotFound, ReasonNamespaceNotFound)
 	_, err = h.f.ListWaitGroups("nope", 0, "", h.now)
 	expectReason(t, err, CodeNotFound, ReasonNamespaceNotFound)
-	if ws := h.f.WaitGroupWait("ns", "missing", h.now); ws.Exists || ws.Err == nil {
+	if ws := h.f.WaitGroupWait("ns", "missing", h.now); ws.Err == nil {
 		t.Fatalf("wait state of a missing group: %+v", ws)
 	} else {
 		expectReason(t, ws.Err, CodeNotFound, ReasonWaitGroupNotFound)
@@ -455,7 +455,7 @@ func TestWaitGroupCompletesInItsCommit(t *testing.T) {
 	h.ok(cWG("ns", "other", 3))
 	expectWoken(t, h.ok(cDone("ns", "g", "a")))
 	expectWoken(t, h.ok(cDone("ns", "other", "a", "b")))
-	if ws := h.f.WaitGroupWait("ns", "g", h.now); !ws.Exists || ws.Done || ws.WaitGroup.Status != wgActive {
+	if ws := h.f.WaitGroupWait("ns", "g", h.now); ws.Err != nil || ws.Done || ws.WaitGroup.Status != wgActive {
 		t.Fatalf("wait state before: %+v", ws)
 	}
 	h.advance(sec)
@@ -508,7 +508,7 @@ func TestWaitGroupExpiryRacesCompletion(t *testing.T) {
 		if err != nil || w.Status != wgExpired || w.FinishedAt != T || w.CompletedJobs != 1 {
 			t.Fatalf("read at +%d: %v %v", at-T, w, err)
 		}
-		w, _, _ = h.f.WaitGroupView("ns", "g", at)
+		w, _ = h.f.GetWaitGroup("ns", "g", at)
 		if w.Status != wgExpired || w.FinishedAt != T {
 			t.Fatalf("view at +%d: %v", at-T, w)
 		}
@@ -681,7 +681,7 @@ func TestWaitGroupDelete(t *testing.T) {
 	_, err := h.f.GetWaitGroup("ns", "g", h.now)
 	expectReason(t, err, CodeNotFound, ReasonWaitGroupNotFound)
 	expectNextTimer(t, h.f, 0)
-	if ws := h.f.WaitGroupWait("ns", "g", h.now); ws.Exists || ws.Err == nil {
+	if ws := h.f.WaitGroupWait("ns", "g", h.now); ws.Err == nil {
 		t.Fatalf("wait state of a deleted group: %+v", ws)
 	}
 	// Deleting a missing group is not an error, and changes nothing.
@@ -729,7 +729,7 @@ func TestBarrierCreateGet(t *testing.T) {
 	expectReason(t, err, CodeNotFound, ReasonBarrierNotFound)
 	_, err = h.f.ListBarriers("nope", 0, "")
 	expectReason(t, err, CodeNotFound, ReasonNamespaceNotFound)
-	if ws := h.f.BarrierWait("ns", "missing", 1); ws.Exists || ws.Err == nil {
+	if ws := h.f.BarrierWait("ns", "missing", 1); ws.Err == nil {
 		t.Fatalf("wait state of a missing barrier: %+v", ws)
 	} else {
 		expectReason(t, ws.Err, CodeNotFound, ReasonBarrierNotFound)
@@ -816,7 +816,7 @@ func TestBarrierArrivals(t *testing.T) {
 		t.Fatalf("participants after a retry: %v", ps)
 	}
 	h.ok(cArrive("ns", "b", "p2", 1))
-	if ws := h.f.BarrierWait("ns", "b", 1); !ws.Exists || ws.Done {
+	if ws := h.f.BarrierWait("ns", "b", 1); ws.Err != nil || ws.Done {
 		t.Fatalf("wait state before the trip: %+v", ws)
 	}
 	// The last arrival trips it in its own commit.
@@ -1068,7 +1068,7 @@ func TestBarrierDelete(t *testing.T) {
 	}
 	expectWoken(t, r, barKeyW("ns", "b"))
 	expectNextTimer(t, h.f, 0)
-	if ws := h.f.BarrierWait("ns", "b", 1); ws.Exists || ws.Err == nil {
+	if ws := h.f.BarrierWait("ns", "b", 1); ws.Err == nil {
 		t.Fatalf("wait state of a deleted barrier: %+v", ws)
 	}
 	r = h.same(cBarDelete("ns", "b"))

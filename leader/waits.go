@@ -105,21 +105,6 @@ func (ws *waitSignals) end() {
 	}
 }
 
-// counts returns the number of waiters per wait group and barrier (metrics).
-func (ws *waitSignals) counts() map[fsm.WaitKey]int {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	out := make(map[fsm.WaitKey]int, len(ws.byKey))
-	for k, set := range ws.byKey {
-		out[k] = len(set)
-	}
-	return out
-}
-
-// WaitCounts returns the waiters of each wait group and barrier that has
-// any (metrics, the web view).
-func (t *Term) WaitCounts() map[fsm.WaitKey]int { return t.sig.counts() }
-
 // waitFor waits until look says done, or the timeout, the caller or the
 // term ends. It registers first and reads after a confirmation round
 // (Linearize), so that no write that finished before the call is missed
