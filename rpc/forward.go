@@ -174,8 +174,19 @@ func (r relaying) Invoke(ctx context.Context, method string, req, reply any, opt
 	if len(hdr) > 0 {
 		_ = grpc.SetHeader(ctx, hdr)
 	}
-	if len(trl) > 0 {
+	if trl = withoutStatus(trl); len(trl) > 0 {
 		_ = grpc.SetTrailer(ctx, trl)
 	}
 	return err
+}
+
+// withoutStatus drops the keys in which gRPC's transport sends a call's
+// status (the returned error carries it): relayed as metadata they would
+// be a second, stale copy of the status, and grpc-status-details-bin is
+// binary.
+func withoutStatus(md metadata.MD) metadata.MD {
+	for _, k := range []string{"grpc-status", "grpc-message", "grpc-status-details-bin"} {
+		delete(md, k)
+	}
+	return md
 }

@@ -11,9 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -505,13 +507,35 @@ func join(to, md metadata.MD) metadata.MD {
 	return metadata.Join(to, md)
 }
 
+// toPairs carries md in a result. Binary keys ("-bin") go as bytes; a
+// text value that is not valid UTF-8 (which a string field may not hold,
+// and gRPC would not send either) is dropped, so that no handler's
+// metadata can make a result fail to encode and end the stream with every
+// call on it.
 func toPairs(md metadata.MD) []*pb.MuxMetadata {
 	if len(md) == 0 {
 		return nil
 	}
 	out := make([]*pb.MuxMetadata, 0, len(md))
 	for k, v := range md {
-		out = append(out, &pb.MuxMetadata{Key: k, Values: v})
+		if isBinaryKey(k) {
+			bs := make([][]byte, len(v))
+			for i, s := range v {
+				bs[i] = []byte(s)
+			}
+			out = append(out, &pb.MuxMetadata{Key: k, BinaryValues: bs})
+			continue
+		}
+		valid := v
+		if !allUTF8(v) {
+			valid = nil
+			for _, s := range v {
+				if utf8.ValidString(s) {
+					valid = append(valid, s)
+				}
+			}
+		}
+		out = append(out, &pb.MuxMetadata{Key: k, Values: valid})
 	}
 	return out
 }
@@ -520,9 +544,24 @@ func fromPairs(ps []*pb.MuxMetadata) metadata.MD {
 	md := make(metadata.MD, len(ps))
 	for _, p := range ps {
 		md[p.Key] = append(md[p.Key], p.Values...)
+		for _, b := range p.BinaryValues {
+			md[p.Key] = append(md[p.Key], string(b))
+		}
 	}
 	return md
 }
+
+func allUTF8(v []string) bool {
+	for _, s := range v {
+		if !utf8.ValidString(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// isBinaryKey reports whether gRPC treats k's values as bytes.
+func isBinaryKey(k string) bool { return strings.HasSuffix(k, "-bin") }
 
 // Chain makes one interceptor of ics, the first outermost, as
 // grpc.ChainUnaryInterceptor does for the gRPC server.

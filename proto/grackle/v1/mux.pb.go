@@ -233,10 +233,14 @@ func (x *MuxResult) GetBatch() []*MuxResult {
 	return nil
 }
 
+// MuxMetadata is one metadata key and its values. A binary key (one that
+// ends in "-bin", as gRPC names them) carries its values in binary_values:
+// they are arbitrary bytes, which a string field may not hold.
 type MuxMetadata struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	Values        []string               `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	BinaryValues  [][]byte               `protobuf:"bytes,3,rep,name=binary_values,json=binaryValues,proto3" json:"binary_values,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -285,6 +289,13 @@ func (x *MuxMetadata) GetValues() []string {
 	return nil
 }
 
+func (x *MuxMetadata) GetBinaryValues() [][]byte {
+	if x != nil {
+		return x.BinaryValues
+	}
+	return nil
+}
+
 var File_grackle_v1_mux_proto protoreflect.FileDescriptor
 
 const file_grackle_v1_mux_proto_rawDesc = "" +
@@ -305,10 +316,11 @@ const file_grackle_v1_mux_proto_rawDesc = "" +
 	"\x06header\x18\x04 \x03(\v2\x17.grackle.v1.MuxMetadataR\x06header\x121\n" +
 	"\atrailer\x18\x05 \x03(\v2\x17.grackle.v1.MuxMetadataR\atrailer\x12\x17\n" +
 	"\anot_run\x18\x06 \x01(\bR\x06notRun\x12+\n" +
-	"\x05batch\x18\a \x03(\v2\x15.grackle.v1.MuxResultR\x05batch\"7\n" +
+	"\x05batch\x18\a \x03(\v2\x15.grackle.v1.MuxResultR\x05batch\"\\\n" +
 	"\vMuxMetadata\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
-	"\x06values\x18\x02 \x03(\tR\x06values2E\n" +
+	"\x06values\x18\x02 \x03(\tR\x06values\x12#\n" +
+	"\rbinary_values\x18\x03 \x03(\fR\fbinaryValues2E\n" +
 	"\n" +
 	"MuxService\x127\n" +
 	"\x05Calls\x12\x13.grackle.v1.MuxCall\x1a\x15.grackle.v1.MuxResult(\x010\x01B>Z<github.com/grackle-coord/grackle/proto/grackle/v1;grackleapib\x06proto3"
