@@ -13,6 +13,7 @@ package acl
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -60,6 +61,10 @@ type Checker struct {
 	// looked up again. A token created on the leader just before a call
 	// to a follower is then found there instead of refused.
 	CatchUp func(ctx context.Context) bool
+	// Changes, if set, is notified when a token is revoked: a stream
+	// admitted with a token ends at once when the token goes (otherwise
+	// within recheckEvery).
+	Changes *Changes
 }
 
 type needKey struct{}
@@ -178,15 +183,28 @@ func (c *Checker) StreamInterceptor(isLeader func() bool) grpc.StreamServerInter
 		if NeedFor(info.FullMethod, nil).Open {
 			return handler(srv, ss)
 		}
-		return handler(srv, &checkedStream{ServerStream: ss, c: c, method: info.FullMethod, isLeader: isLeader})
+		// A stream lives as long as its token: once admitted, a watcher
+		// ends it when the token is revoked (a unary call is checked
+		// whole, but a watch would otherwise run on for hours).
+		ctx, cancel := context.WithCancelCause(ss.Context())
+		defer cancel(nil)
+		cs := &checkedStream{ServerStream: ss, ctx: ctx, c: c, method: info.FullMethod, isLeader: isLeader,
+			admitted: func(hash [sha256.Size]byte) { go c.endOnRevoke(ctx, cancel, hash) }}
+		err := handler(srv, cs)
+		if errors.Is(context.Cause(ctx), errRevoked) {
+			return revokedRefusal()
+		}
+		return err
 	}
 }
 
 type checkedStream struct {
 	grpc.ServerStream
+	ctx      context.Context // the stream's, canceled when its token is revoked
 	c        *Checker
 	method   string
 	isLeader func() bool
+	admitted func(hash [sha256.Size]byte)
 	received bool
 	need     Need // of the request, once received; Checked once checked
 }
@@ -199,22 +217,27 @@ func (s *checkedStream) RecvMsg(m any) error {
 		s.received = true
 		s.need = NeedFor(s.method, m)
 		if !s.need.Relayed || s.isLeader == nil || s.isLeader() {
-			if err := s.c.Check(s.ServerStream.Context(), s.method, s.need); err != nil {
+			if err := s.c.Check(s.ctx, s.method, s.need); err != nil {
 				return err
 			}
 			s.need.Checked = true
+			// A relayed stream that this node does not check is ended by
+			// the leader that serves it; a stream admitted before any
+			// token existed (no secret) has nothing to revoke.
+			if secret := SecretFrom(s.ctx); secret != "" && s.admitted != nil {
+				s.admitted(sha256.Sum256([]byte(secret)))
+			}
 		}
 	}
 	return nil
 }
 
 func (s *checkedStream) Context() context.Context {
-	ctx := s.ServerStream.Context()
 	// Filled in RecvMsg, which a server-streaming handler calls first; a
 	// stream whose request has not arrived has nothing to authorize yet
 	// and Authorize refuses it (no rule looked up).
 	if !s.received {
-		return ctx
+		return s.ctx
 	}
-	return context.WithValue(withNeed(ctx, s.need), methodKey{}, s.method)
+	return context.WithValue(withNeed(s.ctx, s.need), methodKey{}, s.method)
 }

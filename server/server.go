@@ -180,9 +180,13 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	met := metrics.New()
 	var raftPtr atomic.Pointer[raft.Raft]
 	aud := &auditor{log: log.Named("audit"), raft: raftPtr.Load}
+	tokenChanges := &acl.Changes{}
 	f := fsm.New(fsm.Options{TempDir: tmp, Applied: func(index uint64, cmd *fsmpb.Command, res *fsm.Result) {
 		met.Applied(index, cmd, res)
 		aud.observe(index, cmd, res)
+		if _, ok := cmd.GetOp().(*fsmpb.Command_AclRevokeToken); ok {
+			tokenChanges.Notify() // streams opened with the token end
+		}
 	}})
 	feed := watch.NewFeed(f)
 	node, err := raftnode.New(raftnode.Config{
@@ -201,7 +205,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	}
 	raftPtr.Store(node.Raft)
 	log.Info("opened the Raft log", "format", node.LogFormat, "data_dir", cfg.DataDir)
-	checker := aclChecker{on: cfg.ACL, c: &acl.Checker{Tokens: f, Unsure: behindOnTokens(node.Raft, cfg.NodeID)}}
+	checker := aclChecker{on: cfg.ACL, c: &acl.Checker{Tokens: f, Unsure: behindOnTokens(node.Raft, cfg.NodeID), Changes: tokenChanges}}
 	node.ShutdownTimeout = cfg.ShutdownTimeout
 	// One connection per other member, shared by forwarding, watch relays
 	// and the admin probes; closed by Close once they all stopped.
