@@ -37,9 +37,13 @@ type Config struct {
 
 	// WatchSemaphore streams (docs/watch.md): a stream that takes no
 	// message for WatchStallTimeout is cut off (default 10 s); a node
-	// serves at most MaxWatchers streams (default 10,000).
-	WatchStallTimeout time.Duration
-	MaxWatchers       int
+	// serves at most MaxWatchers streams (default 10,000), at most
+	// MaxWatchersPerConnection of one connection and MaxWatchersPerClient
+	// of one client (its token, or its address; default 1,000 each).
+	WatchStallTimeout        time.Duration
+	MaxWatchers              int
+	MaxWatchersPerConnection int
+	MaxWatchersPerClient     int
 	// MaxQueuedProposals bounds the writes waiting on the leader to be
 	// proposed (default 10,000): beyond, a write answers ResourceExhausted
 	// (reason OVERLOADED) at once instead of growing the queue.

@@ -238,7 +238,8 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	}
 
 	lead := watch.NewLeadership(node.Raft, f, watch.LeadershipConfig{NodeID: cfg.NodeID, GRPCAddress: grpcAdv, InitialGRPC: initialGRPC})
-	ws := watch.New(watch.Config{NodeID: cfg.NodeID, StallTimeout: cfg.WatchStallTimeout, MaxWatchers: cfg.MaxWatchers, Queues: queuesOf(api),
+	ws := watch.New(watch.Config{NodeID: cfg.NodeID, StallTimeout: cfg.WatchStallTimeout, MaxWatchers: cfg.MaxWatchers,
+		MaxWatchersPerConnection: cfg.MaxWatchersPerConnection, MaxWatchersPerClient: cfg.MaxWatchersPerClient, Queues: queuesOf(api),
 		Peers: peerConns, Authorize: checker.authorize(), Now: api.Leader().Now}, f, feed, lead, log.Named("watch"))
 	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, Watch: ws, feed: feed, lead: lead, Metrics: met, done: make(chan struct{}), sec: sec, peers: peerConns}
 	// The request codec's interceptors come right after the metrics (which

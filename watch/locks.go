@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grackle-coord/grackle/fsm"
+	"github.com/grackle-coord/grackle/internal/vtcodec"
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
@@ -138,5 +139,8 @@ func (s *Service) lockState(ctx context.Context, ns, lock string) (*pb.WatchLock
 		all = all[:MaxListed]
 	}
 	m.Waiters = s.describeLock(ns, all, 0)
+	holders, waiters := m.Lock.Holders, m.Waiters
+	m.Lock.Holders, m.Waiters = nil, nil
+	m.Lock.Holders, m.Waiters = fitLists(vtcodec.Size(m), holders, waiters)
 	return m, nil
 }

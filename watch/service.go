@@ -54,6 +54,11 @@ type Config struct {
 	NodeID string
 	// MaxWatchers bounds the streams one node serves (default 10,000).
 	MaxWatchers int
+	// MaxWatchersPerConnection and MaxWatchersPerClient bound the streams
+	// of one connection and of one client (its token, or without one its
+	// network address) on this node (default 1,000 each), so that one
+	// client cannot take them all.
+	MaxWatchersPerConnection, MaxWatchersPerClient int
 	// StallTimeout cuts off a watcher whose stream has not taken a message
 	// for that long (default 10 s): ResourceExhausted.
 	StallTimeout time.Duration
@@ -86,12 +91,19 @@ type Service struct {
 	log  hclog.Logger
 
 	ownPeers bool // cfg.Peers made by New
+	shares   shares
 }
 
 // New creates the service.
 func New(cfg Config, f *fsm.FSM, feed *Feed, lead *Leadership, log hclog.Logger) *Service {
 	if cfg.MaxWatchers <= 0 {
 		cfg.MaxWatchers = DefaultMaxWatchers
+	}
+	if cfg.MaxWatchersPerConnection <= 0 {
+		cfg.MaxWatchersPerConnection = DefaultMaxWatchersPerConnection
+	}
+	if cfg.MaxWatchersPerClient <= 0 {
+		cfg.MaxWatchersPerClient = DefaultMaxWatchersPerClient
 	}
 	if cfg.StallTimeout <= 0 {
 		cfg.StallTimeout = DefaultStallTimeout

@@ -14,6 +14,7 @@ import (
 	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
 	"github.com/grackle-coord/grackle/internal/peerconn"
+	"github.com/grackle-coord/grackle/internal/vtcodec"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -51,6 +52,11 @@ func serveWatch[M any, P watchMsg[M]](s *Service, stream grpc.ServerStreamingSer
 	read func(context.Context) (P, error), mark func(m P, initial bool, changes uint64),
 	open func(context.Context, grpc.ClientConnInterface, ...grpc.CallOption) (grpc.ServerStreamingClient[M], error)) error {
 	ctx := stream.Context()
+	release, err := s.admit(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	term := s.lead.Current()
 	if term == nil {
 		return relayWatch(s, stream, open)
@@ -158,6 +164,9 @@ func (s *Service) state(ctx context.Context, key fsm.SemKey) (*pb.WatchSemaphore
 		all = all[:MaxListed]
 	}
 	m.Waiters = s.describe(key.Namespace, key.Semaphore, all, 0)
+	holders, waiters := m.Holders, m.Waiters
+	m.Holders, m.Waiters = nil, nil
+	m.Holders, m.Waiters = fitLists(vtcodec.Size(m), holders, waiters)
 	return m, nil
 }
 
