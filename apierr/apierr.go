@@ -59,6 +59,12 @@ const (
 	// was proposed, so nothing was written. Retry later, with backoff.
 	// Code ResourceExhausted.
 	Overloaded = "OVERLOADED"
+	// QueueFull: the semaphore's or lock's queue of waiters is full
+	// (--max-waiters), or the caller's process already has its share of
+	// it (--max-waiters-per-process). Nothing was queued. A non-blocking
+	// acquire is not refused: it answers outcome UNAVAILABLE. Code
+	// ResourceExhausted.
+	QueueFull = "QUEUE_FULL"
 )
 
 // Not-found reasons say which thing is missing, so that a caller can tell

@@ -39,6 +39,9 @@ type Config struct {
 	ExpireBatch int32
 	// MaxWaiters bounds the queued waiters per semaphore and per lock.
 	MaxWaiters int
+	// MaxWaitersPerProcess bounds one process's waiters (its leases' calls)
+	// in one semaphore's or lock's queue (default 1,000; negative: none).
+	MaxWaitersPerProcess int
 	// MaxQueuedProposals bounds the client commands waiting to be proposed
 	// (0: DefaultMaxQueued); beyond, writes answer ResourceExhausted
 	// (apierr.Overloaded).
@@ -102,6 +105,9 @@ func New(cfg Config, r *raft.Raft, f *fsm.FSM) *Leader {
 	}
 	if cfg.MaxWaiters <= 0 {
 		cfg.MaxWaiters = 10_000
+	}
+	if cfg.MaxWaitersPerProcess == 0 {
+		cfg.MaxWaitersPerProcess = 1_000
 	}
 	if cfg.Limits == (fsm.Limits{}) {
 		cfg.Limits = fsm.DefaultLimits()

@@ -78,6 +78,12 @@ func (t *Term) AcquireLock(ctx context.Context, r LockRequest) (resp *pb.Acquire
 	w := newWaiter(fsm.SemKey{Namespace: r.Namespace}, r.LeaseID, 0, r.Metadata, r.Timeout, t.l.clock.Now())
 	w.lock = &lockWant{name: r.Lock, excl: r.Exclusive, upgrade: held && !heldExcl && r.Exclusive, covered: covered}
 	behind, err := t.q.enqueue(w)
+	if err != nil && r.Timeout == 0 && isQueueFull(err) {
+		// As a semaphore's try: UNAVAILABLE, behind the whole queue.
+		w.seq = ^uint64(0)
+		resp, err = t.lockResponse(ctx, r, w, Outcome{}, true)
+		return resp, 0, err
+	}
 	if err != nil {
 		return nil, 0, err
 	}

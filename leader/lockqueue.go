@@ -108,7 +108,10 @@ func (q *queues) enqueueLockLocked(w *waiter) (behind bool, err error) {
 		}
 	}
 	if n >= q.maxWaiters {
-		return false, newError(codes.ResourceExhausted, "", "waiters: limit of %d queued waiters per lock reached on %q", q.maxWaiters, w.lock.name)
+		return false, queueFull("waiters: limit of %d queued waiters per lock reached on %q (--max-waiters)", q.maxWaiters, w.lock.name)
+	}
+	if proc, full := q.processFullLocked(k.ns, ws, w, func(o *waiter) bool { return o.lock.name == w.lock.name }); full {
+		return false, queueFull("waiters: process %q already has %d waiters on lock %q (--max-waiters-per-process)", proc, q.maxPerProcess, w.lock.name)
 	}
 	if !w.lock.upgrade && !w.lock.covered {
 		for _, o := range ws {

@@ -126,6 +126,12 @@ func (t *Term) Acquire(ctx context.Context, r AcquireRequest) (resp *pb.AcquireS
 	key := fsm.SemKey{Namespace: r.Namespace, Semaphore: r.Semaphore}
 	w := newWaiter(key, r.LeaseID, r.Weight, r.Metadata, r.Timeout, t.l.clock.Now())
 	behind, err := t.q.enqueue(w)
+	if err != nil && r.Timeout == 0 && isQueueFull(err) {
+		// A try that finds the queue full would be behind its waiters:
+		// not granted now, which is UNAVAILABLE, not a refusal.
+		resp, err = t.acquireResponse(ctx, r, Outcome{}, true)
+		return resp, 0, err
+	}
 	if err != nil {
 		return nil, 0, err
 	}

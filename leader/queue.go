@@ -118,9 +118,19 @@ type view interface {
 	HeldWeight(ns, sem, leaseID string) int64
 }
 
+// processView names leases' processes, for the per-process share of a
+// queue (the state machine; a test's view may not).
+type processView interface {
+	LeaseProcesses(ns string, leaseIDs []string) []string
+}
+
 type queues struct {
 	maxWaiters int
-	view       view
+	// maxPerProcess bounds one process's waiters in one queue, so that a
+	// client with many leases cannot fill it (0: no bound).
+	maxPerProcess int
+	procs         processView
+	view          view
 	obs        Observer
 	// proposeGrants runs a command of grants in the background (in the
 	// term's goroutines) and hands its result to settle. It returns false
@@ -141,7 +151,51 @@ type queues struct {
 func newQueues(maxWaiters int, v view, obs Observer) *queues {
 	q := &queues{maxWaiters: maxWaiters, view: v, obs: obs, bySem: map[fsm.SemKey][]*waiter{}, byTree: map[treeKey][]*waiter{}}
 	q.locks, _ = v.(lockView)
+	q.procs, _ = v.(processView)
 	return q
+}
+
+// queueFull is the refusal of a call that finds its queue full, or its
+// process's share of it taken.
+func queueFull(format string, a ...any) *Error {
+	return newError(codes.ResourceExhausted, apierr.QueueFull, format, a...)
+}
+
+// isQueueFull reports whether err is queueFull's refusal.
+func isQueueFull(err error) bool {
+	e, ok := err.(*Error)
+	return ok && e.Reason == apierr.QueueFull
+}
+
+// processFullLocked reports whether w's process already has its share of
+// the waiters ws of which sameQueue says which share w's queue. It looks
+// the processes up only for a queue at least that long, so the common
+// short queue costs nothing.
+func (q *queues) processFullLocked(ns string, ws []*waiter, w *waiter, sameQueue func(*waiter) bool) (string, bool) {
+	if q.procs == nil || q.maxPerProcess <= 0 || len(ws) < q.maxPerProcess {
+		return "", false
+	}
+	ids := make([]string, 0, len(ws)+1)
+	for _, o := range ws {
+		if o.state != Done && sameQueue(o) {
+			ids = append(ids, o.leaseID)
+		}
+	}
+	if len(ids) < q.maxPerProcess {
+		return "", false
+	}
+	ids = append(ids, w.leaseID)
+	procs := q.procs.LeaseProcesses(ns, ids)
+	mine, n := procs[len(procs)-1], 0
+	if mine == "" {
+		return "", false // no such lease: the acquire fails on its own
+	}
+	for _, p := range procs[:len(procs)-1] {
+		if p == mine {
+			n++
+		}
+	}
+	return mine, n >= q.maxPerProcess
 }
 
 // newWaiter: at is the leader clock's now (Clock.Now), which the waiter
@@ -212,7 +266,10 @@ func (q *queues) enqueue(w *waiter) (behind bool, err error) {
 	}
 	ws := q.bySem[w.key]
 	if len(ws) >= q.maxWaiters {
-		return false, newError(codes.ResourceExhausted, "", "waiters: limit of %d queued waiters per semaphore reached on %q", q.maxWaiters, w.key.Semaphore)
+		return false, queueFull("waiters: limit of %d queued waiters per semaphore reached on %q (--max-waiters)", q.maxWaiters, w.key.Semaphore)
+	}
+	if proc, full := q.processFullLocked(w.key.Namespace, ws, w, func(*waiter) bool { return true }); full {
+		return false, queueFull("waiters: process %q already has %d waiters on semaphore %q (--max-waiters-per-process)", proc, q.maxPerProcess, w.key.Semaphore)
 	}
 	for _, o := range ws {
 		behind = behind || o.state != Proposed

@@ -46,6 +46,7 @@ func newTerm(l *Leader) *Term {
 	t.proposer = NewProposer(l.raft, l.clock, ProposerConfig{ApplyTimeout: l.cfg.ApplyTimeout,
 		MaxQueued: l.cfg.MaxQueuedProposals, Hold: l.cfg.PackHold, HoldIdle: l.cfg.PackHoldIdle, OnEntry: onEntry(l.cfg.Observer)})
 	t.q = newQueues(l.cfg.MaxWaiters, l.fsm, l.cfg.Observer)
+	t.q.maxPerProcess = l.cfg.MaxWaitersPerProcess
 	t.q.proposeGrants = t.proposeGrants
 	t.sig = newWaitSignals(l.cfg.MaxWaiters)
 	return t

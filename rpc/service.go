@@ -42,8 +42,9 @@ type Config struct {
 	ApplyTimeout time.Duration
 	// ExpireBatch bounds the leases one expiry command reaps.
 	ExpireBatch int32
-	// MaxWaiters bounds the queued waiters per semaphore and per lock.
-	MaxWaiters int
+	// MaxWaiters bounds the queued waiters per semaphore and per lock,
+	// MaxWaitersPerProcess one process's share of such a queue.
+	MaxWaiters, MaxWaitersPerProcess int
 	// Contacts is the node's record of each peer's last answered
 	// AppendEntries (raftnode.Contacts): the membership checks' source of
 	// reachability and catch-up. ReachableWithin, PromoteAfter: see
@@ -110,7 +111,7 @@ func New(cfg Config, r *raft.Raft, f *fsm.FSM, log hclog.Logger) *Service {
 	s := &Service{cfg: cfg, raft: r, fsm: f, log: log}
 	s.lead = leader.New(leader.Config{
 		NodeID: cfg.NodeID, GRPCAddress: cfg.GRPCAddress, InitialGRPC: cfg.InitialGRPC, Limits: cfg.Limits,
-		LeaseGrace: cfg.LeaseGrace, ApplyTimeout: cfg.ApplyTimeout, ExpireBatch: cfg.ExpireBatch, MaxWaiters: cfg.MaxWaiters,
+		LeaseGrace: cfg.LeaseGrace, ApplyTimeout: cfg.ApplyTimeout, ExpireBatch: cfg.ExpireBatch, MaxWaiters: cfg.MaxWaiters, MaxWaitersPerProcess: cfg.MaxWaitersPerProcess,
 		MaxQueuedProposals: cfg.MaxQueuedProposals, PackHold: cfg.PackHold, PackHoldIdle: cfg.PackHoldIdle, Clock: cfg.Clock, Observer: cfg.Observer, Log: log.Named("leader"),
 		Contacts: cfg.Contacts, ReachableWithin: cfg.ReachableWithin, PromoteAfter: cfg.PromoteAfter,
 	}, r, f)

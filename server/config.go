@@ -49,8 +49,12 @@ type Config struct {
 	// (reason OVERLOADED) at once instead of growing the queue.
 	MaxQueuedProposals int
 	// MaxWaiters bounds the queued waiters of one semaphore and of one
-	// lock (default 10,000): beyond, an acquire answers ResourceExhausted.
-	MaxWaiters int
+	// lock (default 10,000): beyond, an acquire answers ResourceExhausted
+	// (reason QUEUE_FULL; a non-blocking one outcome UNAVAILABLE), as it
+	// does past MaxWaitersPerProcess of one process (default 1,000;
+	// negative: no bound).
+	MaxWaiters           int
+	MaxWaitersPerProcess int
 	// PackHold (default 4 ms; negative: off) and PackHoldIdle (default
 	// 1 ms): when an entry commits, the writes queued meanwhile wait for
 	// its callers' next writes to share the next entry, at most PackHold,

@@ -91,6 +91,7 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	durationVar(fs, &cfg.MemberProbeTimeout, "member-probe-timeout", cfg.MemberProbeTimeout, "each member's probe in a cluster status with probe_members (grackle cluster status); a slower member shows as unreachable (0: 750ms)")
 	durationVar(fs, &cfg.PackHold, "pack-hold", cfg.PackHold, "when an entry commits, the writes queued meanwhile wait at most this long for its callers' next writes, to share one entry (0: 4ms; negative: off)")
 	durationVar(fs, &cfg.PackHoldIdle, "pack-hold-idle", cfg.PackHoldIdle, "that wait ends once no write has arrived for this long (0: 1ms)")
+	fs.IntVar(&cfg.MaxWaitersPerProcess, "max-waiters-per-process", cfg.MaxWaitersPerProcess, "most queued waiters of one process (the leases of one process_id) on one semaphore or one lock; beyond, its acquire answers ResourceExhausted, reason QUEUE_FULL (0: 1,000; negative: no bound)")
 	fs.IntVar(&cfg.MaxWaiters, "max-waiters", cfg.MaxWaiters, "most queued waiters of one semaphore or one lock, and most waiting calls on one wait group or barrier; beyond, the call answers ResourceExhausted (0: 10,000)")
 	fs.IntVar(&cfg.MaxQueuedProposals, "max-queued-proposals", cfg.MaxQueuedProposals, "most writes waiting on the leader to be proposed; beyond, writes answer ResourceExhausted (OVERLOADED) (0: 10,000)")
 
