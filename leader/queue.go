@@ -131,7 +131,7 @@ type queues struct {
 	maxPerProcess int
 	procs         processView
 	view          view
-	obs        Observer
+	obs           Observer
 	// proposeGrants runs a command of grants in the background (in the
 	// term's goroutines) and hands its result to settle. It returns false
 	// when the term has ended.
