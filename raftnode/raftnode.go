@@ -63,10 +63,13 @@ type Config struct {
 	// plaintext and unauthenticated: a warning is logged when the port
 	// listens beyond loopback.
 	PeerTLS *tlsutil.Peer
-	// MaxConns bounds the Raft port's open connections (0: no bound);
-	// HandshakeTimeout bounds a peer TLS handshake (default 10 s).
-	MaxConns         int
-	HandshakeTimeout time.Duration
+	// MaxConns bounds the Raft port's open connections (0: no bound), and
+	// MaxConnsPerAddress those of one address (0: no bound); a peer TLS
+	// handshake, or without TLS a connection's first byte, must come
+	// within HandshakeTimeout (default 10 s); a connection silent for
+	// IdleTimeout is closed (0: never).
+	MaxConns, MaxConnsPerAddress  int
+	HandshakeTimeout, IdleTimeout time.Duration
 
 	FSM    raft.FSM
 	Logger hclog.Logger
@@ -189,7 +192,7 @@ func New(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("raftnode: advertise address %q: %w", cfg.AdvertiseAddr, err)
 		}
 	}
-	stream, err := newStreamLayer(cfg.BindAddr, adv, cfg.PeerTLS, cfg.MaxConns, cfg.HandshakeTimeout, cfg.Logger.Named("transport"))
+	stream, err := newStreamLayer(cfg.BindAddr, adv, cfg.PeerTLS, cfg, cfg.Logger.Named("transport"))
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("raftnode: listen on %s: %w", cfg.BindAddr, err)

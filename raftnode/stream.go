@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 	"golang.org/x/net/netutil"
 
+	"github.com/grackle-coord/grackle/internal/connlimit"
 	"github.com/grackle-coord/grackle/tlsutil"
 )
 
@@ -34,7 +35,8 @@ type streamLayer struct {
 
 var _ raft.StreamLayer = (*streamLayer)(nil)
 
-func newStreamLayer(bind string, adv net.Addr, peer *tlsutil.Peer, maxConns int, handshakeTimeout time.Duration, log hclog.Logger) (*streamLayer, error) {
+func newStreamLayer(bind string, adv net.Addr, peer *tlsutil.Peer, bounds Config, log hclog.Logger) (*streamLayer, error) {
+	handshakeTimeout := bounds.HandshakeTimeout
 	lis, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
@@ -46,11 +48,18 @@ func newStreamLayer(bind string, adv net.Addr, peer *tlsutil.Peer, maxConns int,
 		lis.Close()
 		return nil, fmt.Errorf("the Raft address %s is not one peers can dial: set --advertise-raft", adv)
 	}
-	if maxConns > 0 {
-		lis = netutil.LimitListener(lis, maxConns)
-	}
 	if handshakeTimeout <= 0 {
 		handshakeTimeout = 10 * time.Second
+	}
+	// A connection that never speaks, or falls silent, gives its slot back
+	// (hashicorp/raft's transport reads an accepted connection with no
+	// deadline of its own), and one address cannot take every slot.
+	lis = connlimit.New(lis, connlimit.Config{PerAddress: bounds.MaxConnsPerAddress, FirstByte: handshakeTimeout, Idle: bounds.IdleTimeout,
+		Refused: func(addr string) {
+			log.Warn("refused a Raft connection: its address has every connection it may open", "remote", addr, "max_per_address", bounds.MaxConnsPerAddress)
+		}})
+	if bounds.MaxConns > 0 {
+		lis = netutil.LimitListener(lis, bounds.MaxConns)
 	}
 	s := &streamLayer{lis: lis, adv: adv, peer: peer, handshakeTimeout: handshakeTimeout, log: log,
 		conns: make(chan net.Conn), done: make(chan struct{})}

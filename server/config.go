@@ -120,9 +120,12 @@ type Config struct {
 	JoinToken string
 
 	// Connection bounds, each per port (gRPC, HTTP, Raft).
-	MaxConnections   int           // most open connections (default 4096)
-	HandshakeTimeout time.Duration // TLS + HTTP/2 handshake, first request line (default 10 s)
-	IdleTimeout      time.Duration // a connection with no call in flight is closed after this (default 5 min)
+	MaxConnections int // most open connections (default 4096)
+	// MaxConnectionsPerAddress: most open connections from one network
+	// address on each port (default 2048, half of MaxConnections).
+	MaxConnectionsPerAddress int
+	HandshakeTimeout         time.Duration // TLS + HTTP/2 handshake, first request line (default 10 s)
+	IdleTimeout              time.Duration // a connection with no call in flight is closed after this (default 5 min)
 
 	// ShutdownTimeout bounds the wait for Raft to stop on Close (default
 	// 10 s); past it Close returns an error naming what it waited for.
@@ -164,29 +167,30 @@ type Config struct {
 // DefaultConfig returns the defaults: a single node on loopback.
 func DefaultConfig() Config {
 	return Config{
-		NodeID:             "node1",
-		DataDir:            "./grackle-data",
-		GRPCAddr:           "127.0.0.1:7420",
-		RaftAddr:           "127.0.0.1:7421",
-		HTTPAddr:           "127.0.0.1:7422",
-		Limits:             fsm.DefaultLimits(),
-		MaxTimeoutSeconds:  300,
-		HeartbeatTimeout:   250 * time.Millisecond,
-		ElectionTimeout:    500 * time.Millisecond,
-		LeaderLeaseTimeout: 250 * time.Millisecond,
-		CommitTimeout:      5 * time.Millisecond,
-		PackHold:           leader.DefaultPackHold,
-		PackHoldIdle:       leader.DefaultPackHoldIdle,
-		SnapshotThreshold:  16384,
-		SnapshotInterval:   30 * time.Second,
-		TrailingLogs:       10240,
-		MaxConnections:     4096,
-		HandshakeTimeout:   10 * time.Second,
-		IdleTimeout:        5 * time.Minute,
-		ShutdownTimeout:    10 * time.Second,
-		ReadyMaxLag:        DefaultReadyMaxLag,
-		LogLevel:           "info",
-		MemoryLimit:        DefaultMemoryLimit,
-		GCHeadroom:         DefaultGCHeadroom,
+		NodeID:                   "node1",
+		DataDir:                  "./grackle-data",
+		GRPCAddr:                 "127.0.0.1:7420",
+		RaftAddr:                 "127.0.0.1:7421",
+		HTTPAddr:                 "127.0.0.1:7422",
+		Limits:                   fsm.DefaultLimits(),
+		MaxTimeoutSeconds:        300,
+		HeartbeatTimeout:         250 * time.Millisecond,
+		ElectionTimeout:          500 * time.Millisecond,
+		LeaderLeaseTimeout:       250 * time.Millisecond,
+		CommitTimeout:            5 * time.Millisecond,
+		PackHold:                 leader.DefaultPackHold,
+		PackHoldIdle:             leader.DefaultPackHoldIdle,
+		SnapshotThreshold:        16384,
+		SnapshotInterval:         30 * time.Second,
+		TrailingLogs:             10240,
+		MaxConnections:           4096,
+		MaxConnectionsPerAddress: 2048,
+		HandshakeTimeout:         10 * time.Second,
+		IdleTimeout:              5 * time.Minute,
+		ShutdownTimeout:          10 * time.Second,
+		ReadyMaxLag:              DefaultReadyMaxLag,
+		LogLevel:                 "info",
+		MemoryLimit:              DefaultMemoryLimit,
+		GCHeadroom:               DefaultGCHeadroom,
 	}
 }

@@ -9,7 +9,10 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
+	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"golang.org/x/net/netutil"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -20,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grackle-coord/grackle/acl"
+	"github.com/grackle-coord/grackle/internal/connlimit"
 	"github.com/grackle-coord/grackle/tlsutil"
 )
 
@@ -114,8 +118,19 @@ func (s *Server) ReloadOn(ctx context.Context, sigs ...os.Signal) {
 	}()
 }
 
-// limit bounds a listener's open connections.
-func limit(l net.Listener, n int) net.Listener {
+// limit bounds a listener's open connections: n in all, perAddress from
+// one network address, so that one host cannot take every slot (its
+// connections past the bound are closed at once, logged at most once a
+// minute per port).
+func limit(l net.Listener, n, perAddress int, port string, log hclog.Logger) net.Listener {
+	var last atomic.Int64
+	l = connlimit.New(l, connlimit.Config{PerAddress: perAddress, Refused: func(addr string) {
+		now := time.Now().Unix()
+		if prev := last.Load(); now-prev >= 60 && last.CompareAndSwap(prev, now) {
+			log.Warn("refused connections: their address has every connection it may open (repeats are not logged for a minute)",
+				"port", port, "remote", addr, "max_per_address", perAddress)
+		}
+	}})
 	if n <= 0 {
 		return l
 	}

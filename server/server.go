@@ -150,7 +150,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gRPC listen on %s: %w", cfg.GRPCAddr, err)
 	}
-	lis := limit(rawLis, cfg.MaxConnections)
+	lis := limit(rawLis, cfg.MaxConnections, cfg.MaxConnectionsPerAddress, "gRPC", log)
 	grpcAdv := cfg.AdvertiseGRPC
 	if grpcAdv == "" {
 		grpcAdv = lis.Addr().String()
@@ -195,7 +195,8 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, LeaderLeaseTimeout: cfg.LeaderLeaseTimeout,
 		CommitTimeout: cfg.CommitTimeout, SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
 		TrailingLogs: cfg.TrailingLogs, LogStore: cfg.RaftLogStore, WALSegmentSize: cfg.RaftWALSegmentSize, FSM: watch.Observe(met.ObserveFSM(f), feed), Logger: log,
-		PeerTLS: sec.peer, MaxConns: cfg.MaxConnections, HandshakeTimeout: cfg.HandshakeTimeout,
+		PeerTLS: sec.peer, MaxConns: cfg.MaxConnections, MaxConnsPerAddress: cfg.MaxConnectionsPerAddress,
+		HandshakeTimeout: cfg.HandshakeTimeout, IdleTimeout: cfg.IdleTimeout,
 		Opened: met.SetStartIndex,
 	})
 	if err != nil {
@@ -384,7 +385,7 @@ func (s *Server) startHTTP() error {
 	if err != nil {
 		return fmt.Errorf("HTTP listen on %s: %w", s.cfg.HTTPAddr, err)
 	}
-	lis = limit(lis, s.cfg.MaxConnections)
+	lis = limit(lis, s.cfg.MaxConnections, s.cfg.MaxConnectionsPerAddress, "HTTP", s.log)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", s.Metrics.Handler())
 	if s.cfg.Pprof {

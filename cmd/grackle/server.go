@@ -114,6 +114,7 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.BoolVar(&cfg.ACL, "acl", cfg.ACL, "access control: every call needs a token (grackle acl bootstrap makes the first)")
 	fs.StringVar(&cfg.JoinToken, "join-token", cfg.JoinToken, "token (admin) presented by --join to a cluster with access control on")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "most open connections per port (gRPC, HTTP, Raft)")
+	fs.IntVar(&cfg.MaxConnectionsPerAddress, "max-connections-per-address", cfg.MaxConnectionsPerAddress, "most open connections from one network address per port (gRPC, HTTP, Raft), so that one host cannot take every slot (0: no bound)")
 	durationVar(fs, &cfg.HandshakeTimeout, "handshake-timeout", cfg.HandshakeTimeout, "bound of a connection's TLS and HTTP/2 handshake (and of reading an HTTP request)")
 	durationVar(fs, &cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "bound of the wait for Raft to stop on SIGTERM; past it the node exits naming what it waited for")
 	durationVar(fs, &cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "a client connection with no call in flight for this long is closed (a multiplexed stream with no call is ended after it, its connection one more period later)")

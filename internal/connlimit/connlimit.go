@@ -1,0 +1,138 @@
+// Package connlimit bounds what one client can hold of a listening port:
+// at most PerAddress open connections from one network address (the host,
+// without the port), a first byte within FirstByte of the accept (a
+// connection that never speaks is closed), and no silence longer than
+// Idle between reads (for a protocol whose idle connections may be cut:
+// not gRPC, whose watch streams are silent for as long as nothing
+// changes). A deadline its user sets (a TLS handshake's, an HTTP
+// server's) replaces these until the next read that returns data. A port's total is bounded by
+// golang.org/x/net/netutil.LimitListener around this one; this listener
+// decides, per address, which connections get a slot at all, so that one
+// host cannot take every slot from the others.
+package connlimit
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config of a Listener. Zero values turn a bound off.
+type Config struct {
+	PerAddress int           // most open connections from one address
+	FirstByte  time.Duration // the first byte must arrive within this of the accept
+	Idle       time.Duration // a connection silent for this long is closed
+	// Refused, if set, is told of each connection closed at once for its
+	// address's bound (logging, metrics).
+	Refused func(addr string)
+}
+
+// Listener wraps a net.Listener with Config's bounds.
+type Listener struct {
+	net.Listener
+	cfg Config
+
+	mu     sync.Mutex
+	byAddr map[string]int
+}
+
+// New wraps l.
+func New(l net.Listener, cfg Config) *Listener {
+	return &Listener{Listener: l, cfg: cfg, byAddr: map[string]int{}}
+}
+
+// Accept returns the next connection within its address's bound; a
+// connection past it is closed at once and Accept waits for the next.
+func (l *Listener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		host := hostOf(c.RemoteAddr())
+		if !l.take(host) {
+			c.Close()
+			if l.cfg.Refused != nil {
+				l.cfg.Refused(host)
+			}
+			continue
+		}
+		bc := &conn{Conn: c, l: l, host: host, idle: l.cfg.Idle}
+		if l.cfg.FirstByte > 0 {
+			_ = c.SetReadDeadline(time.Now().Add(l.cfg.FirstByte))
+		} else if l.cfg.Idle > 0 {
+			_ = c.SetReadDeadline(time.Now().Add(l.cfg.Idle))
+		}
+		return bc, nil
+	}
+}
+
+// Open is the number of connections open from addr's host.
+func (l *Listener) Open(host string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.byAddr[host]
+}
+
+func (l *Listener) take(host string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cfg.PerAddress > 0 && l.byAddr[host] >= l.cfg.PerAddress {
+		return false
+	}
+	l.byAddr[host]++
+	return true
+}
+
+func (l *Listener) release(host string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byAddr[host]--; l.byAddr[host] <= 0 {
+		delete(l.byAddr, host)
+	}
+}
+
+func hostOf(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	if host, _, err := net.SplitHostPort(a.String()); err == nil {
+		return host
+	}
+	return a.String()
+}
+
+// conn gives its slot back once, when closed, and moves its read deadline
+// on with every read that returns data.
+type conn struct {
+	net.Conn
+	l      *Listener
+	host   string
+	idle   time.Duration
+	closed atomic.Bool
+	// spoke: the first byte arrived (the first-byte deadline is over).
+	spoke atomic.Bool
+}
+
+func (c *conn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		first := c.spoke.CompareAndSwap(false, true)
+		switch {
+		case c.idle > 0:
+			_ = c.Conn.SetReadDeadline(time.Now().Add(c.idle))
+		case first:
+			_ = c.Conn.SetReadDeadline(time.Time{})
+		}
+	}
+	return n, err
+}
+
+func (c *conn) Close() error {
+	err := c.Conn.Close()
+	if c.closed.CompareAndSwap(false, true) {
+		c.l.release(c.host)
+	}
+	return err
+}
