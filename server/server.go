@@ -123,6 +123,12 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	if err := cfg.Limits.Validate(); err != nil {
 		return nil, err
 	}
+	if err := CheckExposure(cfg); err != nil {
+		return nil, err
+	}
+	for _, x := range Exposures(cfg) {
+		log.Warn("--insecure accepts --" + x.Flag + " " + x.Addr + ", which " + x.Lacks)
+	}
 	for _, a := range [][3]string{{"grpc", cfg.GRPCAddr, cfg.AdvertiseGRPC}, {"raft", cfg.RaftAddr, cfg.AdvertiseRaft}} {
 		warning, err := checkAdvertise(a[0], a[1], a[2])
 		if err != nil {
@@ -207,7 +213,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	// and the admin probes; closed by Close once they all stopped.
 	peerConns := peerconn.New(grpc.WithTransportCredentials(sec.peerDialCreds()))
 	api := rpc.New(rpc.Config{
-		ACL: cfg.ACL, NodeID: cfg.NodeID, GRPCAddress: grpcAdv, RaftAddress: string(node.Addr), InitialGRPC: initialGRPC,
+		ACL: cfg.ACL, Insecure: cfg.Insecure, NodeID: cfg.NodeID, GRPCAddress: grpcAdv, RaftAddress: string(node.Addr), InitialGRPC: initialGRPC,
 		Limits: cfg.Limits, MaxTimeoutSeconds: cfg.MaxTimeoutSeconds, MaxQueuedProposals: cfg.MaxQueuedProposals, MaxWaiters: cfg.MaxWaiters,
 		PackHold: cfg.PackHold, PackHoldIdle: cfg.PackHoldIdle,
 		LeaseGrace: cfg.ElectionTimeout * 2,
