@@ -70,6 +70,7 @@ type Server struct {
 	done        chan struct{}
 
 	sec   security
+	acl   *acl.Checker    // the access checks (in use when cfg.ACL)
 	peers *peerconn.Cache // connections to the other members
 	split *tlsutil.Split  // the gRPC port's TLS/plaintext sorter (TLS only)
 	plain *grpc.Server    // answers plaintext clients of a TLS port
@@ -242,7 +243,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	lead := watch.NewLeadership(node.Raft, f, watch.LeadershipConfig{NodeID: cfg.NodeID, GRPCAddress: grpcAdv, InitialGRPC: initialGRPC})
 	ws := watch.New(watch.Config{NodeID: cfg.NodeID, StallTimeout: cfg.WatchStallTimeout, MaxWatchers: cfg.MaxWatchers, Queues: queuesOf(api),
 		Peers: peerConns, Authorize: checker.authorize(), Now: api.Leader().Now}, f, feed, lead, log.Named("watch"))
-	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, Watch: ws, feed: feed, lead: lead, Metrics: met, done: make(chan struct{}), sec: sec, peers: peerConns}
+	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, Watch: ws, feed: feed, lead: lead, Metrics: met, done: make(chan struct{}), sec: sec, acl: checker.c, peers: peerConns}
 	// The request codec's interceptors come right after the metrics (which
 	// count its refusals) and before anything that reads a request.
 	codec := reqcodec.New()
