@@ -54,6 +54,17 @@ const (
 	// a token minted there would become an admin on "*" the day access
 	// control is turned on. Code FailedPrecondition.
 	ACLDisabled = "ACL_DISABLED"
+	// InsecureJoin: AddMember on a node without access control (--acl)
+	// and without --insecure, of a node beyond loopback or from a caller
+	// beyond loopback: without access control anyone who reaches the
+	// gRPC port could add members. Start every node with --acl (the
+	// joining node with --join-token), or accept it with --insecure on
+	// every node. Code FailedPrecondition.
+	InsecureJoin = "INSECURE_JOIN"
+	// RaftAddressInUse: AddMember of a node whose raft_address another
+	// member already has. The metadata names that member
+	// (KeyMember). Code AlreadyExists.
+	RaftAddressInUse = "RAFT_ADDRESS_IN_USE"
 	// Overloaded: the leader's queue of commands waiting to be proposed
 	// is full (--max-queued-proposals); the write was refused before it
 	// was proposed, so nothing was written. Retry later, with backoff.
@@ -131,6 +142,8 @@ const (
 	KeyCurrentGeneration = "current_generation"
 	// KeyStatus: a wait group's status (WaitGroupNotActive).
 	KeyStatus = "status"
+	// KeyMember: the member that holds a Raft address (RaftAddressInUse).
+	KeyMember = "member"
 )
 
 // Leader names the leader as the answering node knew it; empty fields

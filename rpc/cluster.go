@@ -85,6 +85,9 @@ func (s *Service) AddMember(ctx context.Context, r *pb.AddMemberRequest) (*pb.Ad
 	if err := checkAddMember(r); err != nil {
 		return nil, err
 	}
+	if err := s.checkOpenJoin(ctx, r); err != nil {
+		return nil, err
+	}
 	return serve(s, ctx, clusterRPC(r, pb.ClusterServiceClient.AddMember), func(t *leader.Term) (*pb.AddMemberResponse, error) {
 		reach, err := s.lead.Reach()
 		if err != nil {
@@ -101,6 +104,9 @@ func (s *Service) AddMember(ctx context.Context, r *pb.AddMemberRequest) (*pb.Ad
 			}
 			ms, err := s.members()
 			return &pb.AddMemberResponse{Members: ms}, err
+		}
+		if err := s.raftAddressFree(reach, r); err != nil {
+			return nil, err
 		}
 		if err := reach.CheckAddNonvoter(r.NodeId, s.maxNonvoters()); err != nil {
 			return nil, err

@@ -1,6 +1,8 @@
 package rpc
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -9,9 +11,12 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
+	"github.com/grackle-coord/grackle/internal/loopback"
 	"github.com/grackle-coord/grackle/leader"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
@@ -80,6 +85,48 @@ func (s *Service) existingMember(reach leader.Reach, r *pb.AddMemberRequest) (ra
 			r.NodeId, srv.Address, grpcAddr)
 	}
 	return srv, true, nil
+}
+
+// raftAddressFree refuses a new member whose Raft address another member
+// has: Raft would refuse the configuration anyway (duplicate address),
+// but as an error that reads like a transient one, and a retry can never
+// succeed. The answer is permanent and names the member holding it.
+func (s *Service) raftAddressFree(reach leader.Reach, r *pb.AddMemberRequest) error {
+	for _, x := range reach.Servers {
+		if string(x.Address) == r.RaftAddress && string(x.ID) != r.NodeId {
+			return apierr.NewWithMetadata(codes.AlreadyExists, apierr.RaftAddressInUse,
+				fmt.Sprintf("raft_address: %q is already the Raft address of member %q; remove that member first, or give this node another address", r.RaftAddress, x.ID),
+				map[string]string{apierr.KeyMember: string(x.ID), apierr.KeyNode: s.cfg.NodeID})
+		}
+	}
+	return nil
+}
+
+// checkOpenJoin refuses, on a node without access control and without
+// --insecure, to add a node beyond loopback or to take the request from a
+// caller beyond loopback: without --acl anyone who reaches the gRPC port
+// could add members (and, once promoted, take the quorum). Checked on the
+// node asked and again on the leader it forwards to.
+func (s *Service) checkOpenJoin(ctx context.Context, r *pb.AddMemberRequest) error {
+	if s.cfg.ACL || s.cfg.Insecure {
+		return nil
+	}
+	var beyond []string
+	if p, ok := peer.FromContext(ctx); ok && !loopback.NetAddr(p.Addr) {
+		beyond = append(beyond, fmt.Sprintf("the call comes from %s", p.Addr))
+	}
+	if !loopback.Addr(r.RaftAddress) {
+		beyond = append(beyond, fmt.Sprintf("raft_address %q", r.RaftAddress))
+	}
+	if !loopback.Addr(r.GrpcAddress) {
+		beyond = append(beyond, fmt.Sprintf("grpc_address %q", r.GrpcAddress))
+	}
+	if len(beyond) == 0 {
+		return nil
+	}
+	return apierr.New(codes.FailedPrecondition, apierr.InsecureJoin, s.cfg.NodeID, apierr.Leader{},
+		fmt.Sprintf("node %s runs without access control, so it adds members only on loopback (%s is beyond): start every node with --acl (the joining one with --join-token), or with --insecure to accept joins from anyone who reaches the gRPC port",
+			s.cfg.NodeID, strings.Join(beyond, ", ")))
 }
 
 // MinTransferInterval is the least time between two leadership transfers

@@ -24,7 +24,10 @@ import (
 // Config is what the API layer needs to know about its node.
 type Config struct {
 	// ACL: access control is on (--acl). Bootstrap is refused without it.
-	ACL         bool
+	ACL bool
+	// Insecure (--insecure): without access control, AddMember still adds
+	// a node beyond loopback (checkOpenJoin refuses it otherwise).
+	Insecure    bool
 	NodeID      string
 	GRPCAddress string // the address clients dial for this node (replicated)
 	RaftAddress string

@@ -118,6 +118,11 @@ type Config struct {
 	// JoinToken is the token (admin on "*") a node started with Join
 	// presents to be added, when the cluster has access control on.
 	JoinToken string
+	// Insecure accepts listeners beyond loopback without the TLS (and, for
+	// the gRPC API, the access control) that would protect them, and joins
+	// beyond loopback without access control (--insecure; CheckExposure).
+	// Without it such a node refuses to start.
+	Insecure bool
 
 	// Connection bounds, each per port (gRPC, HTTP, Raft).
 	MaxConnections int // most open connections (default 4096)

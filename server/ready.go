@@ -9,7 +9,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/acl"
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/version"
 )
 
@@ -67,6 +72,11 @@ func (s *Server) readyMaxLag() uint64 {
 }
 
 // opsRoutes adds /readyz and /status.
+//
+// /status shows what GetClusterStatus does (members, their addresses,
+// indexes) and more, so with access control on it takes the same rule:
+// any valid token, sent as the web view sends it (Authorization: Bearer
+// <secret>), and open before the cluster is bootstrapped.
 func (s *Server) opsRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := s.Ready(); err != nil {
@@ -75,11 +85,50 @@ func (s *Server) opsRoutes(mux *http.ServeMux) {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.checkHTTPToken(r, statusMethod); err != nil {
+			writeRefusal(w, err)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		b, _ := json.MarshalIndent(s.status(), "", "  ")
 		w.Write(append(b, '\n'))
 	})
+}
+
+// statusMethod is the gRPC call whose access rule /status follows.
+const statusMethod = "/grackle.v1.ClusterService/GetClusterStatus"
+
+// checkHTTPToken checks an HTTP request's bearer token (the Authorization
+// header) against method's rule when access control is on.
+func (s *Server) checkHTTPToken(r *http.Request, method string) error {
+	if !s.cfg.ACL {
+		return nil
+	}
+	ctx := r.Context()
+	if a := r.Header.Get("Authorization"); a != "" {
+		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(acl.MetadataKey, a))
+	}
+	return s.acl.Check(ctx, method, acl.NeedFor(method, nil))
+}
+
+// writeRefusal answers an access refusal as the web view's API does:
+// JSON {code, message}, 401 without a valid token, 403 without the
+// right, 503 when this node cannot tell yet (not caught up).
+func writeRefusal(w http.ResponseWriter, err error) {
+	st := status.Convert(err)
+	code := http.StatusForbidden
+	switch st.Code() {
+	case codes.Unauthenticated:
+		code = http.StatusUnauthorized
+		w.Header().Set("WWW-Authenticate", `Bearer realm="grackle"`)
+	case codes.Unavailable:
+		code = http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"code": st.Code().String(), "reason": apierr.ReasonOf(err), "message": st.Message()})
 }
 
 // status is /status: JSON objects whose keys encoding/json writes sorted,

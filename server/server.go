@@ -70,6 +70,7 @@ type Server struct {
 	done        chan struct{}
 
 	sec   security
+	acl   *acl.Checker    // the access checks (in use when cfg.ACL)
 	peers *peerconn.Cache // connections to the other members
 	split *tlsutil.Split  // the gRPC port's TLS/plaintext sorter (TLS only)
 	plain *grpc.Server    // answers plaintext clients of a TLS port
@@ -122,6 +123,12 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	}
 	if err := cfg.Limits.Validate(); err != nil {
 		return nil, err
+	}
+	if err := CheckExposure(cfg); err != nil {
+		return nil, err
+	}
+	for _, x := range Exposures(cfg) {
+		log.Warn("--insecure accepts --" + x.Flag + " " + x.Addr + ", which " + x.Lacks)
 	}
 	for _, a := range [][3]string{{"grpc", cfg.GRPCAddr, cfg.AdvertiseGRPC}, {"raft", cfg.RaftAddr, cfg.AdvertiseRaft}} {
 		warning, err := checkAdvertise(a[0], a[1], a[2])
@@ -212,7 +219,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	// and the admin probes; closed by Close once they all stopped.
 	peerConns := peerconn.New(grpc.WithTransportCredentials(sec.peerDialCreds()))
 	api := rpc.New(rpc.Config{
-		ACL: cfg.ACL, NodeID: cfg.NodeID, GRPCAddress: grpcAdv, RaftAddress: string(node.Addr), InitialGRPC: initialGRPC,
+		ACL: cfg.ACL, Insecure: cfg.Insecure, NodeID: cfg.NodeID, GRPCAddress: grpcAdv, RaftAddress: string(node.Addr), InitialGRPC: initialGRPC,
 		Limits: cfg.Limits, MaxTimeoutSeconds: cfg.MaxTimeoutSeconds, MaxQueuedProposals: cfg.MaxQueuedProposals, MaxWaiters: cfg.MaxWaiters, MaxWaitersPerProcess: cfg.MaxWaitersPerProcess,
 		PackHold: cfg.PackHold, PackHoldIdle: cfg.PackHoldIdle,
 		LeaseGrace: cfg.ElectionTimeout * 2,
@@ -242,7 +249,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	ws := watch.New(watch.Config{NodeID: cfg.NodeID, StallTimeout: cfg.WatchStallTimeout, MaxWatchers: cfg.MaxWatchers,
 		MaxWatchersPerConnection: cfg.MaxWatchersPerConnection, MaxWatchersPerClient: cfg.MaxWatchersPerClient, Queues: queuesOf(api),
 		Peers: peerConns, Authorize: checker.authorize(), Now: api.Leader().Now}, f, feed, lead, log.Named("watch"))
-	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, Watch: ws, feed: feed, lead: lead, Metrics: met, done: make(chan struct{}), sec: sec, peers: peerConns}
+	s := &Server{cfg: cfg, log: log, FSM: f, Node: node, API: api, Watch: ws, feed: feed, lead: lead, Metrics: met, done: make(chan struct{}), sec: sec, acl: checker.c, peers: peerConns}
 	// The request codec's interceptors come right after the metrics (which
 	// count its refusals) and before anything that reads a request.
 	codec := reqcodec.New()

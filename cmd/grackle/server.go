@@ -20,7 +20,9 @@ func (a *app) serverCmd() *cobra.Command {
 (with reflection and health) until SIGINT or SIGTERM.
 
 With no flags it is a single node on loopback that bootstraps itself in
-./grackle-data. A multi-node cluster starts every node with the same
+./grackle-data. A port beyond loopback (0.0.0.0, a host's address) needs
+TLS (the gRPC port also --acl, the Raft port peer TLS), or --insecure to
+accept it plaintext: without either the node refuses to start. A multi-node cluster starts every node with the same
 --initial-members, or starts one node and adds the others with --join.
 
 Every flag can also be set from the environment as GRACKLE_<FLAG> in upper
@@ -28,9 +30,11 @@ snake case (GRACKLE_NODE_ID, GRACKLE_MAX_PERMITS, ...); a flag on the
 command line wins.`,
 		Example: `  grackle server
   grackle server --node-id n1 --data-dir /var/lib/grackle \
-    --grpc-addr 0.0.0.0:7420 --raft-addr 0.0.0.0:7421 \
+    --grpc-addr 0.0.0.0:7420 --raft-addr 0.0.0.0:7421 --http-addr 0.0.0.0:7422 \
     --advertise-grpc 10.0.0.1:7420 --advertise-raft 10.0.0.1:7421 \
-    --initial-members n1=10.0.0.1:7421=10.0.0.1:7420,n2=10.0.0.2:7421=10.0.0.2:7420,n3=10.0.0.3:7421=10.0.0.3:7420`,
+    --initial-members n1=10.0.0.1:7421=10.0.0.1:7420,n2=10.0.0.2:7421=10.0.0.2:7420,n3=10.0.0.3:7421=10.0.0.3:7420 \
+    --tls-cert-file n1-api.crt --tls-key-file n1-api.key --tls-client-ca-file api-ca.crt \
+    --peer-tls-cert-file n1-peer.crt --peer-tls-key-file n1-peer.key --peer-tls-ca-file peer-ca.crt --acl`,
 		Args: positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnv(cmd.Flags(), a.lookupEnv); err != nil {
@@ -112,6 +116,7 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.StringVar(&cfg.PeerTLSKeyFile, "peer-tls-key-file", cfg.PeerTLSKeyFile, "the peer certificate's private key (PEM)")
 	fs.StringVar(&cfg.PeerTLSCAFile, "peer-tls-ca-file", cfg.PeerTLSCAFile, "the CA that signs every peer's certificate; both sides verify")
 	fs.BoolVar(&cfg.ACL, "acl", cfg.ACL, "access control: every call needs a token (grackle acl bootstrap makes the first)")
+	fs.BoolVar(&cfg.Insecure, "insecure", cfg.Insecure, "accept ports beyond loopback without TLS (the gRPC port also without --acl) and joins beyond loopback without access control; without it such a node refuses to start (docs/SECURITY.md)")
 	fs.StringVar(&cfg.JoinToken, "join-token", cfg.JoinToken, "token (admin) presented by --join to a cluster with access control on")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "most open connections per port (gRPC, HTTP, Raft)")
 	fs.IntVar(&cfg.MaxConnectionsPerAddress, "max-connections-per-address", cfg.MaxConnectionsPerAddress, "most open connections from one network address per port (gRPC, HTTP, Raft), so that one host cannot take every slot (0: no bound)")
@@ -173,6 +178,9 @@ func checkServerConfig(cfg server.Config) error {
 		return usagef("%v", err)
 	}
 	if err := server.CheckGCHeadroom(cfg.GCHeadroom); err != nil {
+		return usagef("%v", err)
+	}
+	if err := server.CheckExposure(cfg); err != nil {
 		return usagef("%v", err)
 	}
 	switch strings.ToLower(cfg.LogLevel) {

@@ -83,6 +83,7 @@ var allServerArgs = []string{
 	"--peer-tls-key-file", "/etc/grackle/peer.key",
 	"--peer-tls-ca-file", "/etc/grackle/peer-ca.crt",
 	"--acl",
+	"--insecure",
 	"--join-token", "grk_join",
 	"--max-connections", "77",
 	"--handshake-timeout", "3s",
@@ -148,6 +149,7 @@ func allServerConfig() server.Config {
 	want.PeerTLSKeyFile = "/etc/grackle/peer.key"
 	want.PeerTLSCAFile = "/etc/grackle/peer-ca.crt"
 	want.ACL = true
+	want.Insecure = true
 	want.JoinToken = "grk_join"
 	want.MaxConnections = 77
 	want.HandshakeTimeout = 3 * time.Second
@@ -243,6 +245,12 @@ func TestServerEnvironment(t *testing.T) {
 		t.Fatalf("got\n %+v\nwant %+v", got, want)
 	}
 
+	// --insecure from the environment accepts a plaintext port beyond loopback.
+	r = runCLIServer(t, map[string]string{"GRACKLE_INSECURE": "true"}, stub, "server", "--grpc-addr", "0.0.0.0:7420")
+	if r.code != 0 || !got.Insecure || got.GRPCAddr != "0.0.0.0:7420" {
+		t.Fatalf("GRACKLE_INSECURE: code %d, insecure %v, stderr %q", r.code, got.Insecure, r.stderr)
+	}
+
 	r = runCLIServer(t, map[string]string{"GRACKLE_MAX_PERMITS": "lots"}, stub, "server")
 	if r.code != exitUsage || !strings.HasPrefix(r.stderr, `grackle: server: GRACKLE_MAX_PERMITS: invalid argument "lots" for "--max-permits" flag`) ||
 		strings.Count(r.stderr, "\n") != 1 {
@@ -275,6 +283,10 @@ func TestServerErrors(t *testing.T) {
 			"grackle: server: unknown flag: --nope\n"},
 		{"positional", nil, []string{"server", "extra"}, exitUsage,
 			"grackle: server: takes no arguments, got \"extra\"\n"},
+		{"plaintext beyond loopback", nil, []string{"server", "--grpc-addr", "0.0.0.0:7420", "--http-addr", ""}, exitUsage,
+			"grackle: server: --grpc-addr 0.0.0.0:7420 is beyond loopback without TLS and without --acl: give --tls-cert-file and --tls-key-file (TLS), and --acl (access control); or --insecure to accept plaintext without access control (docs/SECURITY.md, Threat model)\n"},
+		{"raft beyond loopback", nil, []string{"server", "--raft-addr", "10.0.0.1:7421"}, exitUsage,
+			"grackle: server: --raft-addr 10.0.0.1:7421 is beyond loopback without peer TLS (anyone who reaches it can write to the Raft log): give --peer-tls-cert-file, --peer-tls-key-file and --peer-tls-ca-file; or --insecure to accept plaintext without access control (docs/SECURITY.md, Threat model)\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			run := tc.run

@@ -193,6 +193,10 @@ func (c *Cluster) start(i int, extra ...string) error {
 		if n.joined {
 			env = append(env, c.joinEnv()...)
 		}
+	} else {
+		// The nodes listen on their namespaces' 10.231.x.y addresses,
+		// beyond loopback: a plaintext cluster must say so.
+		args = append(args, "--insecure")
 	}
 	args = append(args, extra...)
 	cmd := exec.Command("ip", args...)
