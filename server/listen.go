@@ -121,10 +121,16 @@ func (s *Server) ReloadOn(ctx context.Context, sigs ...os.Signal) {
 // limit bounds a listener's open connections: n in all, perAddress from
 // one network address, so that one host cannot take every slot (its
 // connections past the bound are closed at once, logged at most once a
-// minute per port).
-func limit(l net.Listener, n, perAddress int, port string, log hclog.Logger) net.Listener {
+// minute per port). With a tracker of the port's calls, each new connection
+// past nine tenths of n first closes the connection idle longest (no call
+// for at least the tracker's MinIdle).
+func limit(l net.Listener, n, perAddress int, tracker *connlimit.Idle, port string, log hclog.Logger) net.Listener {
 	var last atomic.Int64
-	l = connlimit.New(l, connlimit.Config{PerAddress: perAddress, Refused: func(addr string) {
+	pressure := 0
+	if tracker != nil && n > 0 {
+		pressure = n * 9 / 10
+	}
+	l = connlimit.New(l, connlimit.Config{PerAddress: perAddress, Pressure: pressure, Tracker: tracker, Refused: func(addr string) {
 		now := time.Now().Unix()
 		if prev := last.Load(); now-prev >= 60 && last.CompareAndSwap(prev, now) {
 			log.Warn("refused connections: their address has every connection it may open (repeats are not logged for a minute)",
@@ -149,6 +155,10 @@ func (c Config) grpcServerOptions() []grpc.ServerOption {
 		grpc.NumStreamWorkers(streamWorkers),
 	}
 }
+
+// pressureIdle is how long a client connection must have had no call
+// before it gives way to a new connection on a port nine tenths full.
+const pressureIdle = 10 * time.Second
 
 // streamWorkers is the size of the gRPC server's pool of call goroutines:
 // above the calls a busy node serves at once (the benchmark's 64 workers,

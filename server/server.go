@@ -28,6 +28,7 @@ import (
 	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/client"
 	"github.com/grackle-coord/grackle/fsm"
+	"github.com/grackle-coord/grackle/internal/connlimit"
 	"github.com/grackle-coord/grackle/internal/mux"
 	"github.com/grackle-coord/grackle/internal/peerconn"
 	"github.com/grackle-coord/grackle/internal/reqcodec"
@@ -157,7 +158,13 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gRPC listen on %s: %w", cfg.GRPCAddr, err)
 	}
-	lis := limit(rawLis, cfg.MaxConnections, cfg.MaxConnectionsPerAddress, "gRPC", log)
+	// Under pressure an idle client connection gives way to a new one
+	// after pressureIdle without a call, not after --idle-timeout.
+	idleConns := connlimit.NewIdle(pressureIdle)
+	idleConns.Closed = func(remote string, idle time.Duration) {
+		log.Debug("closed an idle client connection to make room for a new one", "remote", remote, "idle", idle)
+	}
+	lis := limit(rawLis, cfg.MaxConnections, cfg.MaxConnectionsPerAddress, idleConns, "gRPC", log)
 	grpcAdv := cfg.AdvertiseGRPC
 	if grpcAdv == "" {
 		grpcAdv = lis.Addr().String()
@@ -260,7 +267,8 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		unary = append(unary, checker.c.UnaryInterceptor(isLeader))
 		stream = append(stream, checker.c.StreamInterceptor(isLeader))
 	}
-	opts := append(cfg.grpcServerOptions(), codec.ServerOption(), grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...))
+	opts := append(cfg.grpcServerOptions(), codec.ServerOption(), grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...),
+		grpc.StatsHandler(idleConns))
 	var split *tlsutil.Split
 	serveLis := lis
 	if sec.api != nil {
@@ -392,7 +400,7 @@ func (s *Server) startHTTP() error {
 	if err != nil {
 		return fmt.Errorf("HTTP listen on %s: %w", s.cfg.HTTPAddr, err)
 	}
-	lis = limit(lis, s.cfg.MaxConnections, s.cfg.MaxConnectionsPerAddress, "HTTP", s.log)
+	lis = limit(lis, s.cfg.MaxConnections, s.cfg.MaxConnectionsPerAddress, nil, "HTTP", s.log)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", s.Metrics.Handler())
 	if s.cfg.Pprof {

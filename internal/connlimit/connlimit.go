@@ -26,6 +26,13 @@ type Config struct {
 	// Refused, if set, is told of each connection closed at once for its
 	// address's bound (logging, metrics).
 	Refused func(addr string)
+	// Pressure and Tracker: once Pressure connections are open, each new
+	// one first closes the connection the Tracker (the protocol's own
+	// view of calls) finds idle longest, so that idle connections give
+	// way to new clients instead of holding their slots to an idle
+	// timeout.
+	Pressure int
+	Tracker  *Idle
 }
 
 // Listener wraps a net.Listener with Config's bounds.
@@ -35,11 +42,13 @@ type Listener struct {
 
 	mu     sync.Mutex
 	byAddr map[string]int
+	total  int
+	open   map[string]*conn // by remote address, for eviction
 }
 
 // New wraps l.
 func New(l net.Listener, cfg Config) *Listener {
-	return &Listener{Listener: l, cfg: cfg, byAddr: map[string]int{}}
+	return &Listener{Listener: l, cfg: cfg, byAddr: map[string]int{}, open: map[string]*conn{}}
 }
 
 // Accept returns the next connection within its address's bound; a
@@ -51,6 +60,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		host := hostOf(c.RemoteAddr())
+		if l.cfg.Pressure > 0 && l.cfg.Tracker != nil && l.Total() >= l.cfg.Pressure {
+			l.evictIdlest()
+		}
 		if !l.take(host) {
 			c.Close()
 			if l.cfg.Refused != nil {
@@ -59,6 +71,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 			continue
 		}
 		bc := &conn{Conn: c, l: l, host: host, idle: l.cfg.Idle}
+		l.mu.Lock()
+		l.open[c.RemoteAddr().String()] = bc
+		l.mu.Unlock()
 		if l.cfg.FirstByte > 0 {
 			_ = c.SetReadDeadline(time.Now().Add(l.cfg.FirstByte))
 		} else if l.cfg.Idle > 0 {
@@ -75,6 +90,13 @@ func (l *Listener) Open(host string) int {
 	return l.byAddr[host]
 }
 
+// Total is the number of connections open.
+func (l *Listener) Total() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.total
+}
+
 func (l *Listener) take(host string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -82,12 +104,35 @@ func (l *Listener) take(host string) bool {
 		return false
 	}
 	l.byAddr[host]++
+	l.total++
 	return true
 }
 
-func (l *Listener) release(host string) {
+// evictIdlest closes the connection the tracker finds idle longest.
+func (l *Listener) evictIdlest() {
+	ic, idle, ok := l.cfg.Tracker.idlest()
+	if !ok || ic.remote == nil {
+		return
+	}
+	l.mu.Lock()
+	c := l.open[ic.remote.String()]
+	l.mu.Unlock()
+	if c != nil {
+		c.Close()
+		if l.cfg.Tracker.Closed != nil {
+			l.cfg.Tracker.Closed(ic.remote.String(), idle)
+		}
+	}
+}
+
+func (l *Listener) release(c *conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.open[c.RemoteAddr().String()] == c {
+		delete(l.open, c.RemoteAddr().String())
+	}
+	host := c.host
+	l.total--
 	if l.byAddr[host]--; l.byAddr[host] <= 0 {
 		delete(l.byAddr, host)
 	}
@@ -132,7 +177,7 @@ func (c *conn) Read(b []byte) (int, error) {
 func (c *conn) Close() error {
 	err := c.Conn.Close()
 	if c.closed.CompareAndSwap(false, true) {
-		c.l.release(c.host)
+		c.l.release(c)
 	}
 	return err
 }
