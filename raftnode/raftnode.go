@@ -109,7 +109,7 @@ type Node struct {
 
 	store    logStore
 	disk     *diskWatch
-	mark     *markWriter // nil until raft runs
+	mark     *markWriter        // nil until raft runs
 	shutdown func() raft.Future // default Raft.Shutdown (tests replace it)
 }
 
