@@ -74,7 +74,7 @@ func checkDataDir(dir string, m *logMark) error {
 		return checkBoltLog(filepath.Join(dir, boltFile), snaps, m)
 	}
 	if m != nil {
-		return lost(m, dir, logPath(dir, m.Log), "is missing%s: the Raft log and the vote are lost", beside(snaps))
+		return lostOrDamaged(m, dir, logPath(dir, m.Log), snaps, "is missing")
 	}
 	if len(snaps) > 0 {
 		return damaged(dir, "its Raft log (%s or %s/) is missing beside snapshot %s: the log and the vote are lost", boltFile, walDir, snaps[0])
@@ -98,7 +98,7 @@ func checkBoltLog(db string, snaps []string, m *logMark) error {
 		return fmt.Errorf("%s: %w", db, err)
 	case fi.Size() == 0:
 		if len(snaps) > 0 || m != nil {
-			return lostOrDamaged(m, filepath.Dir(db), db, "empty%s: the Raft log and the vote (current term) are lost", beside(snaps))
+			return lostOrDamaged(m, filepath.Dir(db), db, snaps, "empty")
 		}
 		return nil // a crash right after creating it, before any write
 	}

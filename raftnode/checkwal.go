@@ -42,7 +42,7 @@ func checkWAL(dir string, snaps []string, snapIndex uint64, m *logMark) error {
 	switch {
 	case errors.Is(err, os.ErrNotExist) || (err == nil && fi.Size() == 0):
 		if len(snaps) > 0 || m != nil {
-			return lostOrDamaged(m, filepath.Dir(dir), meta, "missing or empty%s: the Raft log and the vote (current term) are lost", beside(snaps))
+			return lostOrDamaged(m, filepath.Dir(dir), meta, snaps, "missing or empty")
 		}
 		// Without its metadata raft-wal would delete every segment it
 		// finds as unlisted: a log and a vote lost without a word.

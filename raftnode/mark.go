@@ -127,25 +127,39 @@ func logPath(dir, format string) string {
 }
 
 // lost is the refusal of a data dir whose log falls short of its mark m
-// (in dir): file is what lost it, what says how.
-func lost(m *logMark, dir, file, format string, args ...any) error {
+// (in dir): file is what lost it, what says how. It names the way to
+// accept the loss: moving the mark aside.
+func lost(m *logMark, dir, file, what string, args ...any) error {
+	return lostErr(m, dir, file, true, what, args...)
+}
+
+// lostErr is lost; without acceptable, the data dir is refused even
+// without its mark (a log lost beside a snapshot: the vote is lost too),
+// and the error does not offer moving the mark aside.
+func lostErr(m *logMark, dir, file string, acceptable bool, what string, args ...any) error {
 	p := filepath.Join(dir, MarkFile)
 	id := m.NodeID
 	if id == "" {
 		id = "NODE_ID"
 	}
+	accept := ""
+	if acceptable {
+		accept = fmt.Sprintf(". To start anyway on what is left, accepting the loss (a single node without a backup), move %s aside", p)
+	}
 	return fmt.Errorf("%w: %w: %s: %s, where %s records that this node held index %d (term %d, current term %d): acknowledged writes are gone and the node refuses to start from it. "+
-		"Recover: restore the data dir from a backup (grackle snapshot restore, into an empty data dir), or run grackle cluster remove %s on the cluster, wipe the data dir and rejoin the cluster empty (--join). "+
-		"To start anyway on what is left, accepting the loss (a single node without a backup), move %s aside",
-		ErrDamagedDataDir, ErrLogLost, file, fmt.Sprintf(format, args...), p, m.Index, m.Term, m.CurrentTerm, id, p)
+		"Recover: restore the data dir from a backup (grackle snapshot restore, into an empty data dir), or run grackle cluster remove %s on the cluster, wipe the data dir and rejoin the cluster empty (--join)%s",
+		ErrDamagedDataDir, ErrLogLost, file, fmt.Sprintf(what, args...), p, m.Index, m.Term, m.CurrentTerm, id, accept)
 }
 
-// lostOrDamaged is lost when the data dir has a mark, else damaged.
-func lostOrDamaged(m *logMark, dir, file, format string, args ...any) error {
+// lostOrDamaged is the refusal of a log missing or empty (file), with the
+// data dir's mark m (nil: none) and snapshots: lost when there is a mark,
+// else damaged. Beside a snapshot it is refused with or without a mark.
+func lostOrDamaged(m *logMark, dir, file string, snaps []string, what string) error {
+	what += beside(snaps) + ": the Raft log and the vote (current term) are lost"
 	if m != nil {
-		return lost(m, dir, file, format, args...)
+		return lostErr(m, dir, file, len(snaps) == 0, "%s", what)
 	}
-	return damaged(file, format, args...)
+	return damaged(file, "%s", what)
 }
 
 // checkAgainstMark checks the opened log and snapshot store against the
@@ -182,6 +196,10 @@ func checkAgainstMark(m *logMark, dir, format string, store logStore, snaps raft
 		held = "no entries, and " + held
 	} else {
 		held = fmt.Sprintf("entries %d to %d, and %s", first, last, held)
+	}
+	if last > 0 && first > snapIndex+1 {
+		// Raft cuts the head of its log only up to a snapshot it synced.
+		return lost(m, dir, lp, "holds %s: entries %d to %d are in neither", held, snapIndex+1, first-1)
 	}
 	switch {
 	case last > 0 && first <= m.Index && m.Index <= last:
