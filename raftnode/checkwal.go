@@ -182,7 +182,7 @@ func checkSegment(path string, si types.SegmentInfo, tail bool, seal *tailSeal, 
 		if m != nil && m.Index >= si.BaseIndex {
 			// The mark says this segment held entries (no snapshot holds
 			// them): what is here was cut.
-			return lost(m, filepath.Dir(filepath.Dir(path)), path, "%d bytes with no committed entry, where segment %d held the entries from index %d", fi.Size(), si.ID, si.BaseIndex)
+			return lost(m, filepath.Dir(filepath.Dir(path)), path, "%d bytes and no committed entry: segment %d held the entries from index %d", fi.Size(), si.ID, si.BaseIndex)
 		}
 		f.Close()
 		if err := os.Remove(path); err != nil {

@@ -461,3 +461,65 @@ func (*anyStateFSM) Restore(rc io.ReadCloser) error {
 	rc.Close()
 	return err
 }
+
+// A follower that was down while the leader compacted catches up by an
+// installed snapshot (which, on the WAL, empties its log), with its mark
+// written every millisecond meanwhile, and then restarts: the mark it
+// keeps through the install is what the snapshot holds, never more.
+func TestFollowerCaughtUpBySnapshotRestarts(t *testing.T) {
+	for _, format := range []string{LogStoreWAL, LogStoreBolt} {
+		t.Run(format, func(t *testing.T) {
+			cfg := func(id string, bootstrap bool, bind string) Config {
+				c := nodeConfig(t.TempDir(), format)
+				c.NodeID, c.Bootstrap, c.BindAddr = id, bootstrap, bind
+				c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 500*time.Millisecond, 500*time.Millisecond, 250*time.Millisecond
+				c.TrailingLogs, c.SnapshotThreshold = 8, 1<<20
+				c.MarkInterval = time.Millisecond
+				return c
+			}
+			c1 := cfg("n1", true, "127.0.0.1:0")
+			n1, err := New(c1)
+			must(t, err)
+			defer n1.Close()
+			must(t, waitLeader(n1))
+			c3 := cfg("n3", false, "127.0.0.1:0")
+			var followers []*Node
+			for _, c := range []Config{cfg("n2", false, "127.0.0.1:0"), c3} {
+				n, err := New(c)
+				must(t, err)
+				followers = append(followers, n)
+				must(t, n1.Raft.AddVoter(raft.ServerID(c.NodeID), n.Addr, 0, 10*time.Second).Error())
+			}
+			n2, n3 := followers[0], followers[1]
+			defer n2.Close()
+			caughtUp := func(n *Node) func() bool {
+				return func() bool { return n.Raft.AppliedIndex() >= n1.Raft.LastIndex() }
+			}
+			applyN(20)(t, n1)
+			waitUntil(t, "n3 applying the first writes", caughtUp(n3))
+			c3.BindAddr = string(n3.Addr)
+			must(t, n3.Close())
+
+			applyN(100)(t, n1)
+			snapshotNow(t, n1)
+			applyN(5)(t, n1)
+			n3, err = New(c3)
+			must(t, err)
+			waitUntil(t, "n3 catching up", caughtUp(n3))
+			if snaps, err := checkSnapshots(filepath.Join(c3.DataDir, "snapshots")); err != nil || len(snaps) == 0 {
+				n3.Close()
+				t.Fatalf("n3 caught up without a snapshot (%v): the test did not install one", err)
+			}
+			applyN(5)(t, n1)
+			waitUntil(t, "n3 applying after the snapshot", caughtUp(n3))
+			must(t, n3.Close())
+			m, err := readMark(c3.DataDir)
+			must(t, err)
+			n3, err = New(c3)
+			if err != nil {
+				t.Fatalf("restart of a follower caught up by snapshot (mark %+v): %v", m, err)
+			}
+			must(t, n3.Close())
+		})
+	}
+}
