@@ -106,18 +106,6 @@ func writeMark(dir string, m logMark) error {
 	return nil
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
 // logPath is the file or directory of a data dir's log of the format.
 func logPath(dir, format string) string {
 	if format == LogStoreBolt {
