@@ -49,8 +49,14 @@ type snapshotMeta struct {
 // empty tail whose preallocation failed is removed, a torn batch at the
 // end of the tail is zeroed, and a rotation cut short is recorded; so the
 // caller holds the WAL's lock (lockLogStore).
-func checkDataDir(dir string) error {
-	snaps, err := checkSnapshots(filepath.Join(dir, "snapshots"))
+//
+// m is the data dir's mark (nil: none). With one, a log that is missing or
+// empty, or a WAL tail segment cut to nothing that should hold entries up
+// to the mark, is refused as lost (ErrLogLost) before anything opens or
+// repairs it; what the opened log holds is checked against the mark after
+// (checkAgainstMark).
+func checkDataDir(dir string, m *logMark) error {
+	snaps, snapIndex, err := checkSnapshotsIndex(filepath.Join(dir, "snapshots"))
 	if err != nil {
 		return err
 	}
@@ -58,11 +64,17 @@ func checkDataDir(dir string) error {
 	if err != nil {
 		return err
 	}
+	if m != nil && format != "" && format != m.Log {
+		return lost(m, dir, logPath(dir, m.Log), "missing: the data dir holds a %s log instead", format)
+	}
 	switch format {
 	case LogStoreWAL:
-		return checkWAL(filepath.Join(dir, walDir), snaps)
+		return checkWAL(filepath.Join(dir, walDir), snaps, snapIndex, m)
 	case LogStoreBolt:
-		return checkBoltLog(filepath.Join(dir, boltFile), snaps)
+		return checkBoltLog(filepath.Join(dir, boltFile), snaps, m)
+	}
+	if m != nil {
+		return lostOrDamaged(m, dir, logPath(dir, m.Log), snaps, "is missing")
 	}
 	if len(snaps) > 0 {
 		return damaged(dir, "its Raft log (%s or %s/) is missing beside snapshot %s: the log and the vote are lost", boltFile, walDir, snaps[0])
@@ -70,15 +82,23 @@ func checkDataDir(dir string) error {
 	return nil
 }
 
+// beside names the newest snapshot, if any, for an error.
+func beside(snaps []string) string {
+	if len(snaps) == 0 {
+		return ""
+	}
+	return " beside snapshot " + snaps[0]
+}
+
 // checkBoltLog checks raft.db, the bbolt log and stable store.
-func checkBoltLog(db string, snaps []string) error {
+func checkBoltLog(db string, snaps []string, m *logMark) error {
 	fi, err := os.Stat(db)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: %w", db, err)
 	case fi.Size() == 0:
-		if len(snaps) > 0 {
-			return damaged(db, "empty beside snapshot %s: the Raft log and the vote (current term) are lost", snaps[0])
+		if len(snaps) > 0 || m != nil {
+			return lostOrDamaged(m, filepath.Dir(db), db, snaps, "empty")
 		}
 		return nil // a crash right after creating it, before any write
 	}
@@ -94,58 +114,69 @@ func checkBoltLog(db string, snaps []string) error {
 
 // checkSnapshots returns the snapshot directory names, newest first.
 func checkSnapshots(dir string) ([]string, error) {
+	names, _, err := checkSnapshotsIndex(dir)
+	return names, err
+}
+
+// checkSnapshotsIndex is checkSnapshots, with the highest index a snapshot
+// holds (0: none).
+func checkSnapshotsIndex(dir string) ([]string, uint64, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("snapshots: %w", err)
+		return nil, 0, fmt.Errorf("snapshots: %w", err)
 	}
 	var names []string
+	var highest uint64
 	for _, e := range entries {
 		if !e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") {
 			continue // raft ignores (and cleans up) unfinished snapshots
 		}
-		if err := checkSnapshot(filepath.Join(dir, e.Name())); err != nil {
-			return nil, err
+		index, err := checkSnapshot(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, 0, err
 		}
 		names = append(names, e.Name())
+		highest = max(highest, index)
 	}
 	sort.Sort(sort.Reverse(sort.StringSlice(names)))
-	return names, nil
+	return names, highest, nil
 }
 
-func checkSnapshot(dir string) error {
+// checkSnapshot checks one snapshot and returns its index.
+func checkSnapshot(dir string) (uint64, error) {
 	metaPath := filepath.Join(dir, "meta.json")
 	b, err := os.ReadFile(metaPath)
 	if err != nil {
-		return damaged(metaPath, "unreadable: %v", err)
+		return 0, damaged(metaPath, "unreadable: %v", err)
 	}
 	var meta snapshotMeta
 	if err := json.Unmarshal(b, &meta); err != nil {
-		return damaged(metaPath, "does not decode: %v", err)
+		return 0, damaged(metaPath, "does not decode: %v", err)
 	}
 	if meta.Version < raft.SnapshotVersionMin || meta.Version > raft.SnapshotVersionMax || meta.Index == 0 || len(meta.CRC) == 0 {
-		return damaged(metaPath, "not a snapshot's metadata (version %d, index %d)", meta.Version, meta.Index)
+		return 0, damaged(metaPath, "not a snapshot's metadata (version %d, index %d)", meta.Version, meta.Index)
 	}
 	statePath := filepath.Join(dir, "state.bin")
 	f, err := os.Open(statePath)
 	if err != nil {
-		return damaged(statePath, "unreadable: %v", err)
+		return 0, damaged(statePath, "unreadable: %v", err)
 	}
 	defer f.Close()
 	h := crc64.New(crc64.MakeTable(crc64.ECMA))
 	n, err := io.Copy(h, f)
 	if err != nil {
-		return damaged(statePath, "unreadable: %v", err)
+		return 0, damaged(statePath, "unreadable: %v", err)
 	}
 	if n != meta.Size {
-		return damaged(statePath, "%d bytes where meta.json records %d (truncated)", n, meta.Size)
+		return 0, damaged(statePath, "%d bytes where meta.json records %d (truncated)", n, meta.Size)
 	}
 	if !bytes.Equal(h.Sum(nil), meta.CRC) {
-		return damaged(statePath, "CRC mismatch: the snapshot's contents are corrupt")
+		return 0, damaged(statePath, "CRC mismatch: the snapshot's contents are corrupt")
 	}
-	return nil
+	return meta.Index, nil
 }
 
 // checkBolt opens a bbolt file read-only and reads every page of its

@@ -36,13 +36,13 @@ import (
 // header, then 8-byte-aligned frames of an 8-byte header (type, 3 zero
 // bytes, then the payload length or, for a commit frame, the CRC-32C of
 // every byte since the previous commit frame).
-func checkWAL(dir string, snaps []string) error {
+func checkWAL(dir string, snaps []string, snapIndex uint64, m *logMark) error {
 	meta := filepath.Join(dir, metadb.FileName)
 	fi, err := os.Stat(meta)
 	switch {
 	case errors.Is(err, os.ErrNotExist) || (err == nil && fi.Size() == 0):
-		if len(snaps) > 0 {
-			return damaged(meta, "missing or empty beside snapshot %s: the Raft log and the vote (current term) are lost", snaps[0])
+		if len(snaps) > 0 || m != nil {
+			return lostOrDamaged(m, filepath.Dir(dir), meta, snaps, "missing or empty")
 		}
 		// Without its metadata raft-wal would delete every segment it
 		// finds as unlisted: a log and a vote lost without a word.
@@ -78,7 +78,7 @@ func checkWAL(dir string, snaps []string) error {
 			return damaged(filepath.Join(dir, segment.FileName(si)), "segment %d is sealed but the metadata records no index for it (a log truncation by raft-wal v0.4.0, before 0.4.1 sealed such a segment properly): its entries cannot be read", si.ID)
 		}
 		var seal tailSeal
-		if err := checkSegment(filepath.Join(dir, segment.FileName(si)), si, tail, &seal); err != nil {
+		if err := checkSegment(filepath.Join(dir, segment.FileName(si)), si, tail, &seal, lostFrom(m, snapIndex)); err != nil {
 			return err
 		}
 		if tail && seal.sealed {
@@ -86,6 +86,15 @@ func checkWAL(dir string, snaps []string) error {
 		}
 	}
 	return nil
+}
+
+// lostFrom is the mark when entries up to its index must be in the log
+// (no snapshot holds them), else nil.
+func lostFrom(m *logMark, snapIndex uint64) *logMark {
+	if m == nil || snapIndex >= m.Index {
+		return nil
+	}
+	return m
 }
 
 // tailSeal is what a tail segment's file says of its seal: sealed when its
@@ -143,8 +152,9 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // checkSegment checks one segment file; for the tail it reports in seal
-// whether the file is sealed.
-func checkSegment(path string, si types.SegmentInfo, tail bool, seal *tailSeal) error {
+// whether the file is sealed. m is the data dir's mark when the log must
+// hold its index (nil: no mark, or a snapshot holds it).
+func checkSegment(path string, si types.SegmentInfo, tail bool, seal *tailSeal, m *logMark) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return damaged(path, "missing: the metadata lists segment %d (entries from %d) and its entries are lost", si.ID, si.BaseIndex)
@@ -169,6 +179,11 @@ func checkSegment(path string, si types.SegmentInfo, tail bool, seal *tailSeal) 
 	// created it, could not size it, and wrote nothing to it. It is
 	// removed, so that raft-wal starts it again, preallocated.
 	startAgain := func() error {
+		if m != nil && m.Index >= si.BaseIndex {
+			// The mark says this segment held entries (no snapshot holds
+			// them): what is here was cut.
+			return lost(m, filepath.Dir(filepath.Dir(path)), path, "%d bytes and no committed entry: segment %d held the entries from index %d", fi.Size(), si.ID, si.BaseIndex)
+		}
 		f.Close()
 		if err := os.Remove(path); err != nil {
 			return fmt.Errorf("remove the empty tail segment %s: %w", path, err)

@@ -82,10 +82,12 @@ func (s watchedStore) SetUint64(k []byte, v uint64) error {
 	return s.d.note(s.logStore.SetUint64(k, v))
 }
 
-// watchedSnapshots checks snapshot writes for ENOSPC.
+// watchedSnapshots checks snapshot writes for ENOSPC, and signals taken
+// (without blocking) each time a snapshot is complete.
 type watchedSnapshots struct {
 	raft.SnapshotStore
-	d *diskWatch
+	d     *diskWatch
+	taken chan<- struct{}
 }
 
 func (s watchedSnapshots) Create(version raft.SnapshotVersion, index, term uint64, conf raft.Configuration, confIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
@@ -93,12 +95,13 @@ func (s watchedSnapshots) Create(version raft.SnapshotVersion, index, term uint6
 	if err != nil {
 		return nil, s.d.note(err)
 	}
-	return watchedSink{SnapshotSink: sink, d: s.d}, nil
+	return watchedSink{SnapshotSink: sink, d: s.d, taken: s.taken}, nil
 }
 
 type watchedSink struct {
 	raft.SnapshotSink
-	d *diskWatch
+	d     *diskWatch
+	taken chan<- struct{}
 }
 
 func (s watchedSink) Write(p []byte) (int, error) {
@@ -109,7 +112,16 @@ func (s watchedSink) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (s watchedSink) Close() error { return s.d.note(s.SnapshotSink.Close()) }
+func (s watchedSink) Close() error {
+	err := s.d.note(s.SnapshotSink.Close())
+	if err == nil && s.taken != nil {
+		select {
+		case s.taken <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
 
 // DiskFull is ErrDiskFull (with the data dir and the cause) while the
 // node's last write failed for lack of space, else nil.

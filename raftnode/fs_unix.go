@@ -45,3 +45,16 @@ func freeBytes(dir string) (uint64, bool) {
 	}
 	return st.Bavail * uint64(st.Bsize), true
 }
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

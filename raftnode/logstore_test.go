@@ -166,7 +166,7 @@ func TestWALTailTruncationSurvivesARestart(t *testing.T) {
 	must(t, s.DeleteRange(8, 10))
 	store(s, 8, 9, 2)
 	must(t, s.Close())
-	if err := checkDataDir(dir); err != nil {
+	if err := checkDataDir(dir, nil); err != nil {
 		t.Fatalf("the start check refused a log with a truncated tail: %v", err)
 	}
 	s = open()
@@ -326,7 +326,7 @@ func TestWALRotationCutShortByACrash(t *testing.T) {
 // the store (segSize 0: the default).
 func checkedOpen(t *testing.T, dir string, segSize int) logStore {
 	t.Helper()
-	must(t, checkDataDir(dir))
+	must(t, checkDataDir(dir, nil))
 	s, err := openLogStore(dir, LogStoreWAL, segSize, hclog.NewNullLogger())
 	must(t, err)
 	return s

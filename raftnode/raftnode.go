@@ -74,6 +74,11 @@ type Config struct {
 	FSM    raft.FSM
 	Logger hclog.Logger
 
+	// MarkInterval is how often the node brings its log mark (MarkFile)
+	// up to date while it runs (0: DefaultMarkInterval); it is also brought
+	// up to date after every snapshot and at a clean stop.
+	MarkInterval time.Duration
+
 	// Opened, when set, is called with the last index of the log on disk
 	// once the stores are open, before Raft starts: entries up to it are
 	// this node's own from before the restart, and replaying them is not
@@ -107,6 +112,7 @@ type Node struct {
 
 	store    logStore
 	disk     *diskWatch
+	mark     *markWriter        // nil until raft runs
 	shutdown func() raft.Future // default Raft.Shutdown (tests replace it)
 }
 
@@ -160,7 +166,17 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftnode: %w", err)
 	}
-	if err := checkDataDir(cfg.DataDir); err != nil {
+	mark, err := readMark(cfg.DataDir)
+	if err != nil {
+		if unlock != nil {
+			unlock()
+		}
+		return nil, fmt.Errorf("raftnode: %w", err)
+	}
+	if mark != nil && mark.NodeID == "" {
+		mark.NodeID = cfg.NodeID // a restored data dir's mark names no node yet
+	}
+	if err := checkDataDir(cfg.DataDir, mark); err != nil {
 		if unlock != nil {
 			unlock()
 		}
@@ -217,8 +233,16 @@ func New(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("raftnode: log cache: %w", err)
 	}
-	var snapStore raft.SnapshotStore = watchedSnapshots{SnapshotStore: snaps, d: disk}
+	snapshotTaken := make(chan struct{}, 1)
+	var snapStore raft.SnapshotStore = watchedSnapshots{SnapshotStore: snaps, d: disk, taken: snapshotTaken}
 	n.Snapshots = snapStore
+
+	// What the log and snapshots hold must reach what the node knew it
+	// had, before anything (a bootstrap) writes to them.
+	if err := checkAgainstMark(mark, cfg.DataDir, format, store, snaps); err != nil {
+		n.closeStores()
+		return nil, fmt.Errorf("raftnode: %w", err)
+	}
 
 	has, err := raft.HasExistingState(store, store, snaps)
 	if err != nil {
@@ -254,6 +278,16 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("raftnode: start raft: %w", err)
 	}
 	n.Raft = r
+	interval := cfg.MarkInterval
+	if interval <= 0 {
+		interval = DefaultMarkInterval
+	}
+	n.mark = &markWriter{dir: cfg.DataDir, nodeID: cfg.NodeID, format: format, interval: interval, store: store, snaps: snaps,
+		commit: r.CommitIndex, log: cfg.Logger, kick: snapshotTaken, stop: make(chan struct{}), done: make(chan struct{})}
+	if mark != nil {
+		n.mark.last = *mark
+	}
+	go n.mark.run()
 	return n, nil
 }
 
@@ -268,8 +302,13 @@ func setDur(dst *time.Duration, v time.Duration) {
 	}
 }
 
+// closeStores closes the transport and the stores, once raft stopped
+// (or never started), writing the log mark a last time first.
 func (n *Node) closeStores() {
 	n.Transport.Close()
+	if n.mark != nil {
+		n.mark.close()
+	}
 	n.store.Close()
 }
 

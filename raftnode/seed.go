@@ -20,7 +20,8 @@ var ErrHasState = errors.New("raftnode: the data dir already holds raft state")
 // member of the new cluster is seeded from the same snapshot with the
 // same members; they then start without --initial-members bootstrapping
 // (the snapshot carries the configuration) and elect a leader.
-// The new log is in the default format (LogStoreWAL).
+// The new log is in the default format (LogStoreWAL). It writes the data
+// dir's log mark (MarkFile) last, replacing one a lost log left.
 func Seed(dataDir string, index, term uint64, members []Peer, data io.Reader) error {
 	if len(members) == 0 {
 		return errors.New("raftnode: seed needs at least one member")
@@ -77,8 +78,14 @@ func Seed(dataDir string, index, term uint64, members []Peer, data io.Reader) er
 	}
 	// raft's stable-store key of the current term: elections in the new
 	// cluster start above the snapshot's term, so log terms never go back.
-	if err := store.SetUint64([]byte("CurrentTerm"), term); err != nil {
+	if err := store.SetUint64(keyCurrentTerm, term); err != nil {
 		return fmt.Errorf("raftnode: set term: %w", err)
+	}
+	// The data dir now holds the snapshot: a start that finds it gone is
+	// refused like any lost log. This replaces a mark left by a log that
+	// was lost, which the restore is the recovery of.
+	if err := writeMark(dataDir, logMark{Log: format, Index: index, Term: term, CurrentTerm: term}); err != nil {
+		return fmt.Errorf("raftnode: %w", err)
 	}
 	return nil
 }
