@@ -8,7 +8,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -124,6 +126,9 @@ func (a *app) checkClientFlags() error {
 	var eps []string
 	for _, e := range a.endpoints {
 		if e = strings.TrimSpace(e); e != "" {
+			if err := checkEndpoint(e); err != nil {
+				return err
+			}
 			eps = append(eps, e)
 		}
 	}
@@ -134,6 +139,24 @@ func (a *app) checkClientFlags() error {
 	var err error
 	a.tls, err = a.tlsConfig()
 	return err
+}
+
+// checkEndpoint refuses at once what cannot be a gRPC endpoint (gRPC would
+// otherwise retry it until --timeout and then report a parse error).
+func checkEndpoint(e string) error {
+	if scheme, rest, ok := strings.Cut(e, "://"); ok {
+		return usagef("--endpoints %s: give host:port without the %s:// scheme (--endpoints %s)", e, scheme, strings.TrimSuffix(rest, "/"))
+	}
+	host, port, err := net.SplitHostPort(e)
+	if err != nil {
+		return usagef("--endpoints %s: want host:port, the node's gRPC address (default port 7420), e.g. --endpoints %s",
+			e, net.JoinHostPort(strings.Trim(e, "[]"), "7420"))
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return usagef("--endpoints %s: port %q is not a number in 1..65535", e, port)
+	}
+	_ = host // empty: this machine, as net.Dial reads it
+	return nil
 }
 
 // positional returns an argument check that wants exactly the named
