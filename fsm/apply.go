@@ -17,6 +17,9 @@ type LeaseKey struct{ Namespace, LeaseID string }
 type Result struct {
 	Index uint64
 	Err   *Error
+	// Rejected: the Raft entry could not be applied at all (it does not
+	// decode, or its op is unknown); Err says why and nothing changed.
+	Rejected bool
 
 	Namespace *pb.Namespace
 	Semaphore *pb.Semaphore

@@ -144,7 +144,7 @@ func TestSkippableUnknownOp(t *testing.T) {
 }
 
 // The raft adapter rejects an entry it cannot apply: an error result
-// naming the entry (reason REJECTED_ENTRY), nothing changed but the
+// naming the entry (Rejected), nothing changed but the
 // applied index, the rejection counted and logged at ERROR. Never a panic.
 func TestRaftAdapterRejectsUnappliable(t *testing.T) {
 	cases := map[string][]byte{
@@ -188,7 +188,7 @@ func TestRaftAdapterRejectsUnappliable(t *testing.T) {
 					h.idx = idx
 				}
 				r, ok := out.(*Result)
-				if !ok || r.Err == nil || r.Err.Code != CodeInternal || r.Err.Reason != ReasonRejectedEntry {
+				if !ok || r.Err == nil || r.Err.Code != CodeInternal || !r.Rejected {
 					t.Fatalf("result %#v", out)
 				}
 				if !strings.Contains(r.Err.Msg, fmt.Sprint("raft entry ", l.Index)) {

@@ -141,7 +141,7 @@ func TestBatchRejectedWhole(t *testing.T) {
 			}
 			g := New(Options{TempDir: t.TempDir()})
 			out := g.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: entry}})
-			if r := out[0].(*Result); r.Err == nil || r.Err.Reason != ReasonRejectedEntry || g.RejectedEntries() != 1 {
+			if r := out[0].(*Result); r.Err == nil || !r.Rejected || g.RejectedEntries() != 1 {
 				t.Fatalf("the Raft path did not reject the batch: %s", resultString(r))
 			}
 			if _, err := g.GetNamespace("a"); err == nil {

@@ -125,14 +125,11 @@ func (f *FSM) ApplyBytes(index uint64, data []byte) *Result {
 	return res
 }
 
-// ReasonRejectedEntry marks the result of a Raft entry the state machine
-// rejected as a whole (see ApplyBatch).
-const ReasonRejectedEntry = "REJECTED_ENTRY"
-
+// rejectedResult is the result of an entry rejected as a whole (see
+// ApplyBatch).
 func rejectedResult(index uint64, e *Error) *Result {
-	e.Reason = ReasonRejectedEntry
 	e.Msg = fmt.Sprintf("raft entry %d rejected: %s", index, e.Msg)
-	return &Result{Index: index, Err: e}
+	return &Result{Index: index, Err: e, Rejected: true}
 }
 
 // RejectedEntries is the number of Raft entries this state machine
@@ -159,7 +156,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l
 // anyone who reaches it (peers without TLS). An entry this server cannot
 // apply (bytes that do not decode, an op it does not know that the writer
 // did not mark skippable, a batch that is not well formed) is rejected: its
-// result is a CodeInternal error with reason REJECTED_ENTRY, nothing
+// result is Rejected with a CodeInternal error naming the index, nothing
 // changes but the applied index, the rejection is logged at ERROR with the
 // entry's index and counted (RejectedEntries). Every node of one version
 // decides the same on the same bytes, so the replicas stay equal; a node
@@ -228,7 +225,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		for i, l := range logs {
 			res, _ := out[i].(*Result)
 			switch {
-			case res == nil, res.Err != nil && res.Err.Reason == ReasonRejectedEntry:
+			case res == nil, res.Rejected:
 			case subs[i] != nil:
 				for j, sub := range subs[i] {
 					if j < len(res.Batch) && res.Batch[j] != nil {

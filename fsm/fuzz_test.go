@@ -186,7 +186,7 @@ func FuzzApply(f *testing.F) {
 				t.Fatalf("entry %d: %v", i, err)
 			}
 			if rb.Err != nil && rb.Err.Code == CodeInternal {
-				if rb.Acquired || len(rb.Grants) > 0 || len(rb.Batch) > 0 || rb.Err.Reason != ReasonRejectedEntry {
+				if rb.Acquired || len(rb.Grants) > 0 || len(rb.Batch) > 0 || !rb.Rejected {
 					t.Fatalf("entry %d: a rejected entry with effects: %s", i, resultString(rb))
 				}
 				rejected++

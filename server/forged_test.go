@@ -66,7 +66,7 @@ func TestForgedEntryRejectedOnEveryNode(t *testing.T) {
 		t.Fatalf("the entry did not commit: %v", err)
 	}
 	res, ok := fut.Response().(*fsm.Result)
-	if !ok || res.Err == nil || res.Err.Reason != fsm.ReasonRejectedEntry || !strings.Contains(res.Err.Msg, fmt.Sprint("raft entry ", fut.Index())) {
+	if !ok || res.Err == nil || !res.Rejected || !strings.Contains(res.Err.Msg, fmt.Sprint("raft entry ", fut.Index())) {
 		t.Fatalf("leader's result %#v", fut.Response())
 	}
 	for i := range c.Nodes {
