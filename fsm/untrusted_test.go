@@ -309,3 +309,28 @@ func TestGrantSumsDoNotOverflow(t *testing.T) {
 		t.Fatalf("holds %d of %d permits", holds, p)
 	}
 }
+
+// Two shared holds of one lock with one fencing token: refused by restore
+// and found by the invariant checker.
+func TestTamperedLockTokensRefused(t *testing.T) {
+	h := newHarness(t)
+	h.ok(cNS("ns"))
+	h.ok(cLockLease("ns", llA, nil))
+	h.ok(cLockLease("ns", llB, nil))
+	h.ok(cLock("ns", "a/b", llA, false))
+	h.ok(cLock("ns", "a/b", llB, false))
+	var holds []*lockHold
+	h.f.st.lockHolds.Ascend(func(x *lockHold) bool { holds = append(holds, x); return true })
+	if len(holds) != 2 {
+		t.Fatalf("%d lock holds", len(holds))
+	}
+	holds[1].token = holds[0].token // in place: the tree and the index share the record
+	const want = `lock "ns/a/b": two holds with fencing token`
+	if err := h.f.CheckInvariants(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("check: %v", err)
+	}
+	snap := snapshotBytes(t, h.f)
+	if err := restoreBytes(New(Options{TempDir: t.TempDir()}), snap); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("restore: %v", err)
+	}
+}
