@@ -17,6 +17,9 @@ type LeaseKey struct{ Namespace, LeaseID string }
 type Result struct {
 	Index uint64
 	Err   *Error
+	// Rejected: the Raft entry could not be applied at all (it does not
+	// decode, or its op is unknown); Err says why and nothing changed.
+	Rejected bool
 
 	Namespace *pb.Namespace
 	Semaphore *pb.Semaphore
@@ -425,13 +428,16 @@ func (a *applier) lookupGrant(g *fsmpb.Grant) (semRec, leaseRec, leaseHold, bool
 // it updates *sem to what it stored and returns the stored hold.
 func (a *applier) tryGrant(g *fsmpb.Grant, sem *semRec, l leaseRec, old leaseHold, had bool) (holderRec, bool, *Error) {
 	s := a.s
-	holds := sem.holds + g.Weight
+	// Without overflow, however large the permits: others <= permits
+	// (stored holds never exceed them), so permits - others >= 0.
+	others := sem.holds
 	if had {
-		holds -= old.weight
+		others -= old.weight
 	}
-	if holds > sem.permits {
+	if g.Weight > sem.permits-others {
 		return holderRec{}, false, nil
 	}
+	holds := others + g.Weight
 	if !had && sem.holders >= s.limits.MaxHoldersPerSemaphore {
 		return holderRec{}, false, errf(CodeResourceExhausted, "holders: limit of %d per semaphore reached on %q", s.limits.MaxHoldersPerSemaphore, sem.name)
 	}
@@ -699,6 +705,11 @@ func (a *applier) extendLeases(c *fsmpb.ExtendLeases) *Error {
 func (a *applier) setMember(c *fsmpb.SetMember) *Error {
 	if c.GetNodeId() == "" {
 		return invalid("node_id: must not be empty")
+	}
+	for _, f := range []struct{ name, v string }{{"node_id", c.NodeId}, {"raft_address", c.RaftAddress}, {"grpc_address", c.GrpcAddress}} {
+		if err := validateMemberField(f.name, f.v); err != nil {
+			return err
+		}
 	}
 	a.s.members.ReplaceOrInsert(memberRec{id: c.NodeId, raftAddr: c.RaftAddress, grpcAddr: c.GrpcAddress, voter: c.Voter})
 	return nil

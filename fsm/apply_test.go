@@ -1,11 +1,13 @@
 package fsm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -141,11 +143,13 @@ func TestSkippableUnknownOp(t *testing.T) {
 	}
 }
 
-// The raft adapter never lets a node diverge silently: an entry it cannot
-// apply is a panic (the deliberate rule of fsm.go).
-func TestRaftAdapterPanicsOnUnappliable(t *testing.T) {
+// The raft adapter rejects an entry it cannot apply: an error result
+// naming the entry (Rejected), nothing changed but the
+// applied index, the rejection counted and logged at ERROR. Never a panic.
+func TestRaftAdapterRejectsUnappliable(t *testing.T) {
 	cases := map[string][]byte{
 		"garbage":                {0xff, 0xff, 0xff},
+		"truncated":              mustEncode(t, cNS("ns2"))[:5],
 		"empty":                  nil,
 		"unknown op":             withUnknownOp(mustEncode(t, &fsmpb.Command{})),
 		"unknown op with grants": withUnknownOp(mustEncode(t, cGrants(grant("ns", "s", lid(2), 1)))),
@@ -155,30 +159,62 @@ func TestRaftAdapterPanicsOnUnappliable(t *testing.T) {
 			t.Run(fmt.Sprint(name, "/batch=", batch), func(t *testing.T) {
 				h := applyFixture(t)
 				h.ok(cRel("ns", "s", lid(1)))
+				var logged bytes.Buffer
+				h.f.log = hclog.New(&hclog.LoggerOptions{Output: &logged, Level: hclog.Error})
 				before := dumpState(h.f)
-				var p any
-				func() {
-					defer func() { p = recover() }()
-					l := &raft.Log{Index: h.idx + 1, Type: raft.LogCommand, Data: data}
-					if batch {
-						h.f.ApplyBatch([]*raft.Log{l})
-					} else {
-						h.f.Apply(l)
+				idx := h.idx + 1
+				l := &raft.Log{Index: idx, Type: raft.LogCommand, Data: data}
+				var out any
+				if batch {
+					// Between two good entries: they apply, it does not.
+					good := func(i uint64, c *fsmpb.Command) *raft.Log {
+						c.Now = h.now
+						return &raft.Log{Index: i, Type: raft.LogCommand, Data: mustEncode(t, c)}
 					}
-				}()
-				if p == nil {
-					t.Fatal("no panic")
+					l.Index = idx + 1
+					res := h.f.ApplyBatch([]*raft.Log{good(idx, cNS("before")), l, good(idx+2, cNS("after"))})
+					out = res[1]
+					h.idx = idx + 2
+					for _, i := range []int{0, 2} {
+						if r := res[i].(*Result); r.Err != nil {
+							t.Fatalf("entry %d beside the rejected one: %v", i, r.Err)
+						}
+					}
+					for _, ns := range []string{"before", "after"} {
+						h.ok(&fsmpb.Command{Op: &fsmpb.Command_DeleteNamespace{DeleteNamespace: &fsmpb.DeleteNamespace{Name: ns}}})
+					}
+				} else {
+					out = h.f.Apply(l)
+					h.idx = idx
 				}
-				if !strings.Contains(fmt.Sprint(p), fmt.Sprint(h.idx+1)) {
-					t.Fatalf("panic %q does not name the entry", p)
+				r, ok := out.(*Result)
+				if !ok || r.Err == nil || r.Err.Code != CodeInternal || !r.Rejected {
+					t.Fatalf("result %#v", out)
+				}
+				if !strings.Contains(r.Err.Msg, fmt.Sprint("raft entry ", l.Index)) {
+					t.Fatalf("error %q does not name the entry", r.Err.Msg)
+				}
+				if h.f.RejectedEntries() != 1 {
+					t.Fatalf("%d entries counted as rejected", h.f.RejectedEntries())
+				}
+				if !strings.Contains(logged.String(), "[ERROR]") || !strings.Contains(logged.String(), fmt.Sprint("index=", l.Index)) {
+					t.Fatalf("log %q", logged.String())
+				}
+				if h.f.AppliedIndex() < l.Index {
+					t.Fatalf("applied index %d, want at least %d", h.f.AppliedIndex(), l.Index)
+				}
+				if batch {
+					// The deletes above moved the clock and versions on.
+					return
 				}
 				if dumpState(h.f) != before {
 					t.Fatal("state changed")
 				}
-				// The lock was released: the FSM is still readable.
 				if err := h.f.CheckInvariants(); err != nil {
 					t.Fatal(err)
 				}
+				// The node goes on applying.
+				h.ok(cAcq("ns", "s", lid(2), 1))
 			})
 		}
 	}

@@ -114,7 +114,7 @@ func TestBatchIsItsCommandsAtItsIndex(t *testing.T) {
 
 // A batch that holds a command this server cannot apply is rejected whole:
 // CodeInternal, nothing applied (not even the commands before the bad one),
-// and on the Raft path the node stops.
+// and on the Raft path the entry is counted as rejected.
 func TestBatchRejectedWhole(t *testing.T) {
 	good := mustEncode(t, cNS("a"))
 	unknown := mustEncode(t, &fsmpb.Command{}) // no op, not skippable, no grants
@@ -139,13 +139,13 @@ func TestBatchRejectedWhole(t *testing.T) {
 			if f.LastNow() != 0 {
 				t.Fatalf("clock moved to %d", f.LastNow())
 			}
-			var p any
-			func() {
-				defer func() { p = recover() }()
-				New(Options{TempDir: t.TempDir()}).ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: entry}})
-			}()
-			if p == nil {
-				t.Fatal("the Raft path applied a batch it cannot apply without stopping")
+			g := New(Options{TempDir: t.TempDir()})
+			out := g.ApplyBatch([]*raft.Log{{Index: 1, Type: raft.LogCommand, Data: entry}})
+			if r := out[0].(*Result); r.Err == nil || !r.Rejected || g.RejectedEntries() != 1 {
+				t.Fatalf("the Raft path did not reject the batch: %s", resultString(r))
+			}
+			if _, err := g.GetNamespace("a"); err == nil {
+				t.Fatal("a command of a rejected batch applied on the Raft path")
 			}
 		})
 	}

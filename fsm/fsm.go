@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
@@ -34,6 +35,9 @@ type FSM struct {
 	// timerAt is the earliest time-driven change of a wait group or a
 	// barrier (math.MaxInt64: none), published like earliest.
 	timerAt atomic.Int64
+
+	log      hclog.Logger
+	rejected atomic.Uint64 // Raft entries rejected since this FSM was made
 }
 
 // published makes the state's index visible to WaitApplied, and its
@@ -65,11 +69,13 @@ type Options struct {
 	// block. It is how metrics and the audit trail learn what applied
 	// without decoding the entries a second time.
 	Applied func(index uint64, cmd *fsmpb.Command, res *Result)
+	// Logger receives the ERROR line of every rejected entry (nil: none).
+	Logger hclog.Logger
 }
 
 // New returns an empty state machine with the default limits.
 func New(opts Options) *FSM {
-	f := &FSM{st: newState(), tmpDir: opts.TempDir, applied: opts.Applied}
+	f := &FSM{st: newState(), tmpDir: opts.TempDir, applied: opts.Applied, log: opts.Logger}
 	f.earliest.Store(math.MaxInt64)
 	f.timerAt.Store(math.MaxInt64)
 	return f
@@ -111,23 +117,24 @@ func Decode(data []byte) (*fsmpb.Command, error) {
 	return cmd, nil
 }
 
-// ApplyBytes decodes and applies one entry. Undecodable bytes and unknown
-// ops give a CodeInternal result and change nothing. It never panics.
+// ApplyBytes applies one entry's bytes as the Raft path does (Apply):
+// bytes that do not decode and unknown ops are rejected (a CodeInternal
+// result) and change nothing. It never panics.
 func (f *FSM) ApplyBytes(index uint64, data []byte) *Result {
-	cmd, err := Decode(data)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	defer f.published()
-	if err != nil {
-		if index > f.st.lastIndex {
-			f.st.lastIndex = index
-		}
-		return &Result{Index: index, Err: errf(CodeInternal, "%v", err)}
-	}
-	res := f.st.applyCommand(index, cmd)
-	res.batchCmds = nil
+	res, _ := f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: data}).(*Result)
 	return res
 }
+
+// rejectedResult is the result of an entry rejected as a whole (see
+// ApplyBatch).
+func rejectedResult(index uint64, e *Error) *Result {
+	e.Msg = fmt.Sprintf("raft entry %d rejected: %s", index, e.Msg)
+	return &Result{Index: index, Err: e, Rejected: true}
+}
+
+// RejectedEntries is the number of Raft entries this state machine
+// rejected since it was made (replays after a restart count again).
+func (f *FSM) RejectedEntries() uint64 { return f.rejected.Load() }
 
 // ApplyCommand applies an already decoded command (tests, benchmarks).
 func (f *FSM) ApplyCommand(index uint64, cmd *fsmpb.Command) *Result {
@@ -145,19 +152,30 @@ func (f *FSM) Apply(l *raft.Log) interface{} { return f.ApplyBatch([]*raft.Log{l
 // ApplyBatch implements raft.BatchingFSM. Commands are decoded outside the
 // lock; the batch is applied in one pass under it.
 //
-// The rule for commands this server cannot apply (bytes it cannot decode,
-// an op it does not know that the writer did not mark skippable): panic.
-// Applying nothing would let this node's state silently diverge from the
-// others'; stopping loudly is the only safe answer to a version skew.
+// Every entry is untrusted input: the Raft port may take entries from
+// anyone who reaches it (peers without TLS). An entry this server cannot
+// apply (bytes that do not decode, an op it does not know that the writer
+// did not mark skippable, a batch that is not well formed) is rejected: its
+// result is Rejected with a CodeInternal error naming the index, nothing
+// changes but the applied index, the rejection is logged at ERROR with the
+// entry's index and counted (RejectedEntries). Every node of one version
+// decides the same on the same bytes, so the replicas stay equal; a node
+// older than an op the others know rejects what they apply, which its log
+// line and counter show (docs/SECURITY.md).
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	cmds := make([]*fsmpb.Command, len(logs))
+	var undecodable []error // per entry, allocated on the first failure
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
 			continue
 		}
 		cmd, err := Decode(l.Data)
 		if err != nil {
-			panic(fmt.Sprintf("fsm: raft entry %d: %v", l.Index, err))
+			if undecodable == nil {
+				undecodable = make([]error, len(logs))
+			}
+			undecodable[i] = err
+			continue
 		}
 		cmds[i] = cmd
 	}
@@ -167,18 +185,27 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	if f.applied != nil {
 		subs = make([][]*fsmpb.Command, len(logs))
 	}
+	var rejected []*Result
 	f.mu.Lock()
 	for i, l := range logs {
 		if cmds[i] == nil {
 			if l.Index > f.st.lastIndex {
 				f.st.lastIndex = l.Index
 			}
+			if undecodable != nil && undecodable[i] != nil {
+				res := rejectedResult(l.Index, errf(CodeInternal, "%v", undecodable[i]))
+				out[i] = res
+				rejected = append(rejected, res)
+			}
 			continue
 		}
 		res := f.st.applyCommand(l.Index, cmds[i])
 		if res.Err != nil && res.Err.Code == CodeInternal {
-			f.mu.Unlock()
-			panic(fmt.Sprintf("fsm: raft entry %d: %v", l.Index, res.Err))
+			// applyCommand changed nothing (but the index) for it.
+			res = rejectedResult(l.Index, res.Err)
+			out[i] = res
+			rejected = append(rejected, res)
+			continue
 		}
 		if subs != nil {
 			subs[i] = res.batchCmds
@@ -188,11 +215,17 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	f.published()
 	f.mu.Unlock()
+	for _, res := range rejected {
+		f.rejected.Add(1)
+		if f.log != nil {
+			f.log.Error("rejected a Raft entry it cannot apply; the state is unchanged", "index", res.Index, "error", res.Err.Msg)
+		}
+	}
 	if f.applied != nil {
 		for i, l := range logs {
 			res, _ := out[i].(*Result)
 			switch {
-			case res == nil:
+			case res == nil, res.Rejected:
 			case subs[i] != nil:
 				for j, sub := range subs[i] {
 					if j < len(res.Batch) && res.Batch[j] != nil {

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
@@ -110,8 +111,12 @@ func fuzzReads(t *testing.T, f *FSM, now int64) {
 	}
 }
 
-// FuzzApply: arbitrary bytes, as one entry and as a sequence of entries,
-// never panic through ApplyBytes, and the invariants always hold.
+// FuzzApply: arbitrary bytes, as one entry and as a sequence of entries
+// (one by one, and in one batch), never panic through the Raft adapter,
+// the invariants (every record's checks included: check) hold after every
+// entry, and an entry the state machine cannot apply is rejected with no
+// effect and counted. The seeds are valid encoded commands (and some cut
+// short), which the fuzzer mutates.
 //
 //	go test -run '^$' -fuzz=FuzzApply -fuzztime=60s ./fsm/
 func FuzzApply(f *testing.F) {
@@ -122,6 +127,9 @@ func FuzzApply(f *testing.F) {
 			f.Fatal(err)
 		}
 		f.Add(b)
+		if i%7 == 0 {
+			f.Add(b[:len(b)/2]) // cut short: does not decode
+		}
 		if i+3 <= len(log) && i%5 == 0 {
 			var seq [][]byte
 			for _, c := range log[i : i+3] {
@@ -168,21 +176,46 @@ func FuzzApply(f *testing.F) {
 		// The input as a sequence of entries, applied to two FSMs: same
 		// results, same state (no dependence on map order or pointers).
 		b, c := fuzzBase(), fuzzBase()
-		for i, fr := range splitFrames(data) {
+		frames := splitFrames(data)
+		results := make([]string, len(frames))
+		var rejected uint64
+		for i, fr := range frames {
 			idx := uint64(fuzzBaseIndex + i)
 			rb, rc := b.ApplyBytes(idx, fr), c.ApplyBytes(idx, fr)
 			if err := b.CheckInvariants(); err != nil {
 				t.Fatalf("entry %d: %v", i, err)
 			}
-			if rb.Err != nil && rb.Err.Code == CodeInternal && (rb.Acquired || len(rb.Grants) > 0) {
-				t.Fatalf("entry %d: an Internal result with effects", i)
+			if rb.Err != nil && rb.Err.Code == CodeInternal {
+				if rb.Acquired || len(rb.Grants) > 0 || len(rb.Batch) > 0 || !rb.Rejected {
+					t.Fatalf("entry %d: a rejected entry with effects: %s", i, resultString(rb))
+				}
+				rejected++
 			}
-			if resultString(rb) != resultString(rc) {
-				t.Fatalf("entry %d: results differ:\n%s\n%s", i, resultString(rb), resultString(rc))
+			results[i] = resultString(rb)
+			if results[i] != resultString(rc) {
+				t.Fatalf("entry %d: results differ:\n%s\n%s", i, results[i], resultString(rc))
 			}
 		}
 		if dumpState(b) != dumpState(c) {
 			t.Fatal("states differ")
+		}
+		if b.RejectedEntries() != rejected {
+			t.Fatalf("%d entries rejected, %d counted", rejected, b.RejectedEntries())
+		}
+		// The same entries in one batch through the Raft adapter, as a
+		// follower applies them: the same results and the same state.
+		d := fuzzBase()
+		logs := make([]*raft.Log, len(frames))
+		for i, fr := range frames {
+			logs[i] = &raft.Log{Index: uint64(fuzzBaseIndex + i), Type: raft.LogCommand, Data: fr}
+		}
+		for i, out := range d.ApplyBatch(logs) {
+			if r := resultString(out.(*Result)); r != results[i] {
+				t.Fatalf("entry %d: batched result differs:\n%s\n%s", i, r, results[i])
+			}
+		}
+		if dumpState(d) != dumpState(b) {
+			t.Fatal("the batched state differs")
 		}
 		fuzzReads(t, a, a.LastNow())
 		fuzzReads(t, b, b.LastNow())

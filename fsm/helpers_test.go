@@ -314,7 +314,7 @@ func resultString(r *Result) string {
 		return "<nil>"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "idx=%d err=%v acq=%v ", r.Index, r.Err, r.Acquired)
+	fmt.Fprintf(&b, "idx=%d err=%v rejected=%v acq=%v ", r.Index, r.Err, r.Rejected, r.Acquired)
 	for _, m := range []proto.Message{r.Namespace, r.Semaphore, r.Lease, r.Holder} {
 		b.WriteString(protoString(m))
 		b.WriteByte(' ')

@@ -66,10 +66,18 @@ func (s *state) check() error {
 		if n.lockLeaseCount != lockLeaseCount[n.name] || n.lockCount != lockCount[n.name] {
 			return fail("namespace %s counts: lock leases %d/%d locks %d/%d", n.name, n.lockLeaseCount, lockLeaseCount[n.name], n.lockCount, lockCount[n.name])
 		}
-		if n.version < 1 {
-			return fail("namespace %s version %d", n.name, n.version)
+		if e := checkNSRecord(n); e != nil {
+			err = e
+			return false
 		}
 		return true
+	})
+	if err != nil {
+		return err
+	}
+	s.members.Ascend(func(m memberRec) bool {
+		err = checkMemberRecord(m)
+		return err == nil
 	})
 	if err != nil {
 		return err
@@ -108,11 +116,12 @@ func (s *state) checkSemaphores(semCount map[string]int64, holds *int) error {
 		if !nsExists(x.ns) {
 			return fail("semaphore %s/%s in missing namespace", x.ns, x.name)
 		}
-		if x.permits < 1 {
-			return fail("semaphore %s/%s has permits %d", x.ns, x.name, x.permits)
+		if e := checkSemRecord(x); e != nil {
+			err = e
+			return false
 		}
 		if x.holds > x.permits {
-			return fail("semaphore %s/%s: active_holds %d > permits %d", x.ns, x.name, x.holds, x.permits)
+			return fail("semaphore %s: holder weights sum to %d, above its %d permits", semLabel(x.ns, x.name), x.holds, x.permits)
 		}
 		if m, ok := s.semIdx[SemKey{x.ns, x.name}]; !ok || !semEqual(m, x) {
 			return fail("semaphore %s/%s: the lookup index disagrees with the table", x.ns, x.name)
@@ -136,6 +145,7 @@ func (s *state) checkSemaphores(semCount map[string]int64, holds *int) error {
 	var cur semRec
 	var curHolds, curHolders int64
 	inGroup := false
+	var tokens tokenSet
 	endGroup := func() bool {
 		if !inGroup {
 			return true
@@ -143,6 +153,9 @@ func (s *state) checkSemaphores(semCount map[string]int64, holds *int) error {
 		inGroup = false
 		if curHolds != cur.holds || curHolders != cur.holders {
 			return fail("semaphore %s/%s counts holds %d/%d holders %d/%d", cur.ns, cur.name, cur.holds, curHolds, cur.holders, curHolders)
+		}
+		if tok, dup := tokens.duplicate(); dup {
+			return fail("semaphore %s: two holders with fencing token %d", semLabel(cur.ns, cur.name), tok)
 		}
 		return true
 	}
@@ -156,6 +169,7 @@ func (s *state) checkSemaphores(semCount map[string]int64, holds *int) error {
 				return fail("holder %d of missing semaphore %s/%s", h.seq, h.ns, h.sem)
 			}
 			cur, curHolds, curHolders, inGroup = x, 0, 0, true
+			tokens.reset()
 			groups++
 		}
 		if h.lease == nil {
@@ -165,17 +179,23 @@ func (s *state) checkSemaphores(semCount map[string]int64, holds *int) error {
 		if li == nil || li != h.lease {
 			return fail("holder %d on %s/%s without lease %s", h.seq, h.ns, h.sem, h.lease.id)
 		}
-		if h.weight < 1 {
-			return fail("holder %d has weight %d", h.seq, h.weight)
+		if e := checkHoldFields(h.seq, h.token, s.holdSeq, s.lastToken, h.md); e != nil {
+			return fail("semaphore %s: holder %d: %v", semLabel(h.ns, h.sem), h.seq, e)
 		}
-		if h.seq > s.holdSeq || h.token > s.lastToken {
-			return fail("holder %d: seq/token beyond counters", h.seq)
+		if IsLockLeaseID(h.lease.id) {
+			return fail("semaphore %s: held by lock lease %q", semLabel(h.ns, h.sem), h.lease.id)
 		}
+		sum, e := holdSum(cur, curHolds, h.weight)
+		if e != nil {
+			err = e
+			return false
+		}
+		tokens.add(h.token)
 		i, ok := li.findHold(h.sem)
 		if !ok || li.holds[i] != h {
 			return fail("holder %d on %s/%s missing from the lease index", h.seq, h.ns, h.sem)
 		}
-		curHolds += h.weight
+		curHolds = sum
 		curHolders++
 		nHolds++
 		return true
@@ -209,6 +229,10 @@ func (s *state) checkLeases(leaseCount, lockLeaseCount map[string]int64, holds *
 		}
 		if !nsExists(l.ns) {
 			return fail("lease %s in missing namespace %s", l.id, l.ns)
+		}
+		if e := checkLeaseRecord(l.ns, l.id, l.proc, l.ttl, l.createdAt, l.expiresAt, l.md); e != nil {
+			err = e
+			return false
 		}
 		li := s.identOf(l.ns, l.id)
 		if li != l.leaseIdent || li.liveTTL != l.ttl || li.liveCreated != l.createdAt || li.liveExp != l.expiresAt {

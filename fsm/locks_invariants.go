@@ -40,8 +40,8 @@ func (s *state) checkLocks() (map[string]int64, error) {
 		if h.lease.lockOf(h.name) != h {
 			return fail("hold of lock %s/%s: the lease's side disagrees", h.ns, h.name)
 		}
-		if h.seq > s.holdSeq || h.token > s.lastToken {
-			return fail("hold of lock %s/%s beyond the counters", h.ns, h.name)
+		if e := checkHoldFields(h.seq, h.token, s.holdSeq, s.lastToken, h.md); e != nil {
+			return fail("lock %q: hold %d: %v", h.ns+"/"+h.name, h.seq, e)
 		}
 		k := LockKey{h.ns, h.name}
 		byLock[k] = append(byLock[k], h)
@@ -79,13 +79,18 @@ func (s *state) checkLocks() (map[string]int64, error) {
 			return nil, fmt.Errorf("lock %s/%s: index holders disagree", k.Namespace, k.Lock)
 		}
 		excl := 0
+		var tokens tokenSet
 		for i, h := range hs {
+			tokens.add(h.token)
 			if live.holders[i] != h {
 				return nil, fmt.Errorf("lock %s/%s: index holders out of order", k.Namespace, k.Lock)
 			}
 			if h.excl {
 				excl++
 			}
+		}
+		if tok, dup := tokens.duplicate(); dup {
+			return nil, fmt.Errorf("lock %q: two holds with fencing token %d", k.Namespace+"/"+k.Lock, tok)
 		}
 		if excl != live.excl {
 			return nil, fmt.Errorf("lock %s/%s: %d exclusive holders, index says %d", k.Namespace, k.Lock, excl, live.excl)

@@ -43,6 +43,15 @@ func loadLocks(tx *bolt.Tx, st *state) error {
 		return err
 	}
 	var last *lockHold
+	// The fencing tokens of the current lock's holds (shared holds of one
+	// lock must not share a token).
+	var tokens tokenSet
+	endTokens := func() error {
+		if tok, dup := tokens.duplicate(); dup {
+			return fmt.Errorf("lock %q: two holds with fencing token %d", last.ns+"/"+last.name, tok)
+		}
+		return nil
+	}
 	if err := eachRecord(tx, bucketLockHolds, func(rec []byte) error {
 		d := dec{b: rec}
 		nsName, name, seq, leaseID := d.str(), d.str(), d.uvarint(), d.bytes()
@@ -61,14 +70,21 @@ func loadLocks(tx *bolt.Tx, st *state) error {
 		if last != nil && !lessLockHold(last, h) {
 			return fmt.Errorf("hold %d of lock %q/%q out of order", seq, nsName, name)
 		}
+		if last != nil && (last.ns != h.ns || last.name != h.name) {
+			if err := endTokens(); err != nil {
+				return err
+			}
+			tokens.reset()
+		}
+		tokens.add(token)
 		last = h
 		li := st.leaseIdx.get(r.ns, string(leaseID))
 		if li == nil || !IsLockLeaseID(li.id) {
 			return fmt.Errorf("hold %d of lock %q/%q: no lock lease %q", seq, nsName, name, leaseID)
 		}
 		h.lease = li
-		if seq > st.holdSeq || token > st.lastToken {
-			return fmt.Errorf("hold %d of lock %q/%q: sequence or fencing token %d beyond the snapshot's counters", seq, nsName, name, token)
+		if err := checkHoldFields(seq, token, st.holdSeq, st.lastToken, md); err != nil {
+			return fmt.Errorf("lock %q: hold %d: %w", nsName+"/"+name, seq, err)
 		}
 		if li.lockOf(h.name) != nil {
 			return fmt.Errorf("lease %q holds lock %q/%q twice", li.id, nsName, name)
@@ -88,6 +104,11 @@ func loadLocks(tx *bolt.Tx, st *state) error {
 		return nil
 	}); err != nil {
 		return err
+	}
+	if last != nil {
+		if err := endTokens(); err != nil {
+			return err
+		}
 	}
 	for k := range recs {
 		if st.lockLiveOf(k.Namespace, k.Lock) == nil {

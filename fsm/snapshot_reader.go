@@ -202,6 +202,9 @@ func loadState(tx *bolt.Tx, st *state) error {
 	}
 	if lm := meta.Limits; lm != nil {
 		st.limits = limitsFrom(lm)
+		if err := st.limits.Validate(); err != nil {
+			return fmt.Errorf("meta: limits: %s", err.(*Error).Msg)
+		}
 	}
 
 	// Namespaces, in name order.
@@ -213,8 +216,8 @@ func loadState(tx *bolt.Tx, st *state) error {
 		if err := d.end(); err != nil {
 			return fmt.Errorf("namespace record: %w", err)
 		}
-		if n.version < 1 {
-			return fmt.Errorf("namespace %q has version %d", n.name, n.version)
+		if err := checkNSRecord(n); err != nil {
+			return err
 		}
 		if len(nss) > 0 && nss[len(nss)-1].name >= n.name {
 			return fmt.Errorf("namespace %q out of order", n.name)
@@ -255,8 +258,8 @@ func loadState(tx *bolt.Tx, st *state) error {
 			return fmt.Errorf("semaphore record: %w", err)
 		}
 		x.ns = ns.name
-		if x.permits < 1 {
-			return fmt.Errorf("semaphore %q/%q has permits %d", x.ns, x.name, x.permits)
+		if err := checkSemRecord(x); err != nil {
+			return err
 		}
 		if len(sems) > 0 && !lessSem(sems[len(sems)-1], x) {
 			return fmt.Errorf("semaphore %q/%q out of order", x.ns, x.name)
@@ -300,12 +303,12 @@ func loadState(tx *bolt.Tx, st *state) error {
 			if prev != nil && (prev.ns > li.ns || prev.ns == li.ns && prev.id >= li.id) {
 				return fmt.Errorf("lease %q/%q out of order", li.ns, li.id)
 			}
+			if err := checkLeaseRecord(li.ns, li.id, li.proc, p.ttl, p.created, p.exp, p.md); err != nil {
+				return err
+			}
 			if IsLockLeaseID(li.id) {
 				p.ns.lockLeaseCount++
 			} else {
-				if len(p.md) > 0 {
-					return fmt.Errorf("semaphore lease %q/%q carries metadata", li.ns, li.id)
-				}
 				p.ns.leaseCount++
 			}
 			p0, p1 := prefix128(li.proc)
@@ -374,6 +377,16 @@ func loadState(tx *bolt.Tx, st *state) error {
 	holders := make([]*holderRec, 0, recordsBound(tx, bucketHolders))
 	var holderSlab slab[holderRec]
 	var holdSlab slab[leaseHold]
+	// The fencing tokens of the current semaphore's holders (a token used
+	// twice on one semaphore would fence nothing).
+	var tokens tokenSet
+	var tokensOf *semRec
+	endTokens := func() error {
+		if tok, dup := tokens.duplicate(); dup {
+			return fmt.Errorf("semaphore %s: two holders with fencing token %d", semLabel(tokensOf.ns, tokensOf.name), tok)
+		}
+		return nil
+	}
 	if err := eachRecord(tx, bucketHolders, func(rec []byte) error {
 		d := dec{b: rec}
 		nsName, semName, seq, leaseID := d.bytes(), d.bytes(), d.uvarint(), d.bytes()
@@ -395,20 +408,31 @@ func loadState(tx *bolt.Tx, st *state) error {
 		if li == nil {
 			return fmt.Errorf("holder of missing lease %q", leaseID)
 		}
-		if weight < 1 {
-			return fmt.Errorf("holder %d of %q/%q has weight %d", seq, sem.ns, sem.name, weight)
-		}
-		if seq > st.holdSeq || token > st.lastToken {
-			return fmt.Errorf("holder %d of %q/%q: sequence or fencing token %d beyond the snapshot's counters", seq, sem.ns, sem.name, token)
+		if err := checkHoldFields(seq, token, st.holdSeq, st.lastToken, md); err != nil {
+			return fmt.Errorf("semaphore %s: holder %d: %w", semLabel(sem.ns, sem.name), seq, err)
 		}
 		if _, dup := li.findHold(sem.name); dup {
 			return fmt.Errorf("lease %q holds %q/%q twice", li.id, sem.ns, sem.name)
 		}
-		sem.holds += weight
-		sem.holders++
-		if sem.holds > sem.permits {
-			return fmt.Errorf("semaphore %q/%q: holds %d above its %d permits", sem.ns, sem.name, sem.holds, sem.permits)
+		if IsLockLeaseID(li.id) {
+			return fmt.Errorf("semaphore %s: held by lock lease %q", semLabel(sem.ns, sem.name), li.id)
 		}
+		holds, err := holdSum(*sem, sem.holds, weight)
+		if err != nil {
+			return err
+		}
+		sem.holds = holds
+		sem.holders++
+		if tokensOf != sem {
+			if tokensOf != nil {
+				if err := endTokens(); err != nil {
+					return err
+				}
+			}
+			tokens.reset()
+			tokensOf = sem
+		}
+		tokens.add(token)
 		h := holderSlab.next()
 		*h = holderRec{ns: sem.ns, sem: sem.name, seq: seq, lease: li, weight: weight, lockedAt: lockedAt, token: token, md: md}
 		holders = append(holders, h)
@@ -424,6 +448,11 @@ func loadState(tx *bolt.Tx, st *state) error {
 		return nil
 	}); err != nil {
 		return err
+	}
+	if tokensOf != nil {
+		if err := endTokens(); err != nil {
+			return err
+		}
 	}
 	// The tables are built bottom-up from their records, which are in
 	// order (checked above, and again by BuildFromSorted).
@@ -467,6 +496,9 @@ func loadState(tx *bolt.Tx, st *state) error {
 		}
 		if err := d.end(); err != nil {
 			return fmt.Errorf("member record: %w", err)
+		}
+		if err := checkMemberRecord(m); err != nil {
+			return err
 		}
 		if st.members.Len() > 0 && lastM >= m.id {
 			return fmt.Errorf("member %q out of order", m.id)

@@ -136,6 +136,9 @@ func (l Limits) Validate() error {
 			return invalid("%s: must be >= 1, got %d", f.name, f.v)
 		}
 	}
+	if l.MaxPermits > MaxPermitsCeiling {
+		return invalid("max_permits: must be at most %d, got %d", MaxPermitsCeiling, l.MaxPermits)
+	}
 	return nil
 }
 
@@ -189,7 +192,7 @@ func ValidateDescription(field, v string) error {
 }
 
 // ValidateMetadata checks a metadata map: at most 32 entries, keys 1..128
-// bytes, values at most 256 bytes.
+// bytes, values at most 256 bytes, all valid UTF-8.
 func ValidateMetadata(field string, md map[string]string) error {
 	if len(md) > MaxMetadataEntries {
 		return invalid("%s: at most %d entries, got %d", field, MaxMetadataEntries, len(md))
@@ -201,6 +204,14 @@ func ValidateMetadata(field string, md map[string]string) error {
 		}
 		if len(v) > MaxMetadataValBytes {
 			return invalid("%s[%q]: values must be at most %d bytes, got %d", field, k, MaxMetadataValBytes, len(v))
+		}
+		// The API's decoder refuses invalid UTF-8; a Raft entry or a
+		// snapshot record did not go through it.
+		if !utf8.ValidString(k) {
+			return invalid("%s: keys must be valid UTF-8", field)
+		}
+		if !utf8.ValidString(v) {
+			return invalid("%s[%q]: values must be valid UTF-8", field, k)
 		}
 	}
 	return nil

@@ -27,6 +27,8 @@ func (m *Metrics) RegisterState(f *fsm.FSM, dataDir string) error {
 		barriers:   prometheus.NewDesc(Namespace+"_barriers", "Barriers in the state machine.", nil, nil),
 		free:       prometheus.NewDesc(Namespace+"_data_dir_free_bytes", "Bytes available to Grackle on the data dir's file system.", nil, nil),
 		size:       prometheus.NewDesc(Namespace+"_data_dir_size_bytes", "Size of the data dir's file system.", nil, nil),
+		rejected: prometheus.NewDesc(Namespace+"_fsm_rejected_entries_total",
+			"Raft entries the state machine rejected (undecodable, or an op it does not know): each changed nothing; its index is in the ERROR log.", nil, nil),
 	})
 }
 
@@ -36,11 +38,12 @@ type stateCollector struct {
 	ns, sems, leases, hold, perm, free, size *prometheus.Desc
 	lockLeases, locks, lockHold              *prometheus.Desc
 	waitGroups, jobs, barriers               *prometheus.Desc
+	rejected                                 *prometheus.Desc
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.ns, c.sems, c.leases, c.hold, c.perm, c.free, c.size, c.lockLeases, c.locks, c.lockHold,
-		c.waitGroups, c.jobs, c.barriers} {
+		c.waitGroups, c.jobs, c.barriers, c.rejected} {
 		ch <- d
 	}
 }
@@ -60,6 +63,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.waitGroups, prometheus.GaugeValue, float64(n.WaitGroups-n.ActiveWaitGroups), "finished")
 	g(c.jobs, float64(n.CompletedJobs))
 	g(c.barriers, float64(n.Barriers))
+	ch <- prometheus.MustNewConstMetric(c.rejected, prometheus.CounterValue, float64(c.f.RejectedEntries()))
 	var st syscall.Statfs_t
 	if c.dir != "" && syscall.Statfs(c.dir, &st) == nil {
 		g(c.free, float64(st.Bavail)*float64(st.Bsize))

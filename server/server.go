@@ -195,7 +195,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	var raftPtr atomic.Pointer[raft.Raft]
 	aud := &auditor{log: log.Named("audit"), raft: raftPtr.Load}
 	tokenChanges := &acl.Changes{}
-	f := fsm.New(fsm.Options{TempDir: tmp, Applied: func(index uint64, cmd *fsmpb.Command, res *fsm.Result) {
+	f := fsm.New(fsm.Options{TempDir: tmp, Logger: log.Named("fsm"), Applied: func(index uint64, cmd *fsmpb.Command, res *fsm.Result) {
 		met.Applied(index, cmd, res)
 		aud.observe(index, cmd, res)
 		if _, ok := cmd.GetOp().(*fsmpb.Command_AclRevokeToken); ok {
