@@ -148,6 +148,9 @@ func checkEndpoint(e string) error {
 		return usagef("--endpoints %s: give host:port without the %s:// scheme (--endpoints %s)", e, scheme, strings.TrimSuffix(rest, "/"))
 	}
 	host, port, err := net.SplitHostPort(e)
+	if err != nil && strings.Count(e, ":") > 1 && !strings.HasPrefix(e, "[") {
+		return usagef("--endpoints %s: want one host:port; an IPv6 address goes in brackets, e.g. --endpoints [::1]:7420", e)
+	}
 	if err != nil {
 		return usagef("--endpoints %s: want host:port, the node's gRPC address (default port 7420), e.g. --endpoints %s",
 			e, net.JoinHostPort(strings.Trim(e, "[]"), "7420"))
@@ -278,6 +281,7 @@ func (a *app) clientConfig() client.Config {
 		Logger:       a.logger(),
 		TLS:          a.tls,
 		Token:        a.token,
+		Dialer:       a.sniffer.dial,
 	}
 }
 
@@ -313,15 +317,25 @@ func call[T any](a *app, cmd *cobra.Command, extra time.Duration, fn func(contex
 	ctx := cmdContext(cmd)
 	cctx, cancel := context.WithTimeout(ctx, a.timeout+extra)
 	defer cancel()
+	a.sniffer.setCancel(cancel)
 	cli, err := a.client(cctx)
 	if err != nil {
-		return zero, callError(ctx, err)
+		return zero, a.callError(ctx, err)
 	}
 	resp, err := fn(cctx, clients{api: cli, cluster: cli, client: cli})
 	if err != nil {
-		return zero, callError(ctx, err)
+		return zero, a.callError(ctx, err)
 	}
 	return resp, nil
+}
+
+// callError is callError, unless an endpoint turned out to be an HTTP
+// port: then that is the error (exit 2), whatever the call saw.
+func (a *app) callError(parent context.Context, err error) error {
+	if ep := a.sniffer.found(); ep != "" {
+		return usagef("--endpoints %s answered HTTP/1: that is a node's HTTP port (/metrics, /ui/); give its gRPC port (default 7420)", ep)
+	}
+	return callError(parent, err)
 }
 
 // callError turns a call's error into its exit error: "interrupted" (130)

@@ -90,7 +90,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 // environment is read, and the client flags (bound once per command group).
 type app struct {
 	stdout, stderr io.Writer
-	stdin          io.Reader // --jobs-file - (nil: os.Stdin)
+	stdin          io.Reader   // --jobs-file - (nil: os.Stdin)
+	sniffer        httpSniffer // notices an HTTP port given as an endpoint
 	lookupEnv      func(string) (string, bool)
 	now            func() time.Time
 	runServer      func(context.Context, server.Config) error
