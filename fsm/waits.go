@@ -175,9 +175,10 @@ func (b barRec) timer() (timerKey, bool) {
 	return timerKey{}, false
 }
 
-// effective is the group as a reader at now sees it: an ACTIVE group past
-// its expires_at is EXPIRED (finished at expires_at) even before the
-// leader's expiry command applies, as that command will make it.
+// effective is the group as seen at now: an ACTIVE group past its
+// expires_at is EXPIRED (finished at expires_at) even before the leader's
+// expiry command applies, as that command will make it. Reads pass a now
+// no later than the newest command applied (settledNow).
 func (w wgRec) effective(now int64) wgRec {
 	if w.status == pb.WaitGroupStatus_WAIT_GROUP_STATUS_ACTIVE && w.expiresAt > 0 && w.expiresAt <= now {
 		w.status, w.finishedAt = pb.WaitGroupStatus_WAIT_GROUP_STATUS_EXPIRED, w.expiresAt

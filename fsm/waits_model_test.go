@@ -486,7 +486,7 @@ func compareWaitState(f *FSM, m *waitModel, at int64) error {
 		}
 		for i, name := range names {
 			w := ns.wgs[name]
-			if want := w.view(name, at); !proto.Equal(wgs.Items[i], want) {
+			if want := w.view(name, min(at, m.now)); !proto.Equal(wgs.Items[i], want) { // reads judge expiry no later than the newest command (settledNow)
 				return fmt.Errorf("wait group %s/%s at +%dms:\n %v\nmodel %v", nsName, name, (at-epoch)/1e6, wgs.Items[i], want)
 			}
 			js, err := f.ListWaitGroupCompletedJobs(nsName, name, 250, "", at)

@@ -10,7 +10,18 @@ import (
 
 // Reads of wait groups and barriers; each takes the reader's now.
 
+// settledNow is the latest time at which a read may judge a group expired:
+// the reader's now, but no later than the newest command applied. Every
+// command applies at a now at least that one (the applier never goes
+// back), so what a read shows expired stays expired. A reader's clock may
+// be ahead of a command already stamped and on its way (a completion
+// stamped just before expires_at and applied just after a read at a later
+// now): judged at the reader's now, the read said EXPIRED and the
+// completion then made the same group COMPLETED.
+func (s *state) settledNow(now int64) int64 { return min(now, s.lastNow) }
+
 func (s *state) waitGroupAt(ns, name string, now int64) (wgRec, *Error) {
+	now = s.settledNow(now)
 	if _, ok := s.getNS(ns); !ok {
 		return wgRec{}, namespaceNotFound(ns)
 	}
@@ -48,6 +59,7 @@ func (f *FSM) ListWaitGroups(ns string, limit int32, token string, now int64) (P
 		return Page[*pb.WaitGroup]{}, err
 	}
 	out := Page[*pb.WaitGroup]{Next: p.Next, Previous: p.Previous}
+	now = s.settledNow(now)
 	for _, w := range p.Items {
 		out.Items = append(out.Items, w.effective(now).view())
 	}

@@ -499,6 +499,26 @@ func TestWaitGroupExpiryRacesCompletion(t *testing.T) {
 	}
 	expectNextTimer(t, h.f, T) // only g's expiry is left
 
+	// A read whose now is ahead of every applied command does not judge
+	// the expiry: a completion stamped before expires_at may still apply
+	// after it (the leader stamps commands before they commit), and a read
+	// that said EXPIRED would then be contradicted by a COMPLETED group.
+	h.ok(cWGFull("ns", "late", "", 1, T, 0, nil))
+	for _, at := range []int64{T, T + 5*sec} {
+		if w, _ := h.f.GetWaitGroup("ns", "late", at); w.Status != wgActive {
+			t.Fatalf("read at +%d ahead of the applied commands: %v, want ACTIVE", at-T, w)
+		}
+		if ws := h.f.WaitGroupWait("ns", "late", at); ws.Done {
+			t.Fatalf("wait state at +%d ahead of the applied commands: %+v, want not done", at-T, ws)
+		}
+	}
+	if r := h.ok(cDone("ns", "late", "a")); r.WaitGroup.Status != wgCompleted || r.WaitGroup.FinishedAt != T-1 {
+		t.Fatalf("completion stamped before expires_at, applied after a later read: %v", r.WaitGroup)
+	}
+	// Once a command has applied at expires_at, reads judge it there.
+	h.now = T
+	h.ok(cNS("later"))
+
 	// Reads: ACTIVE before, EXPIRED at and after expires_at.
 	if w, _ := h.f.GetWaitGroup("ns", "g", T-1); w.Status != wgActive || w.FinishedAt != 0 {
 		t.Fatalf("read at expires_at-1: %v", w)
