@@ -116,6 +116,16 @@ func (c *tappedConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// go-zookeeper allocates 1.5 MB for sending and 1.5 MB for receiving per
+// connection unless told otherwise; at the leases workload's rate of new
+// sessions that is the load generator's main cost. These bound the largest
+// request (a multi of 500 deletes) and reply (a listing of a few thousand
+// children) the recipes make, with room to spare.
+const (
+	sendBuffer = 128 << 10
+	recvBuffer = 512 << 10
+)
+
 type quietLogger struct{}
 
 func (quietLogger) Printf(string, ...any) {}
@@ -133,7 +143,8 @@ func dial(ctx context.Context, server string, timeout time.Duration, keepAlive b
 		}
 	}
 	c, _, err := zk.Connect([]string{server}, timeout, zk.WithDialer(t.dial), zk.WithLogger(quietLogger{}),
-		zk.WithLogInfo(false), zk.WithEventCallback(onEvent))
+		zk.WithLogInfo(false), zk.WithEventCallback(onEvent),
+		zk.WithMaxConnBufferSize(sendBuffer), zk.WithMaxBufferSize(recvBuffer))
 	if err != nil {
 		return nil, err
 	}
