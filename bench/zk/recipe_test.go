@@ -243,8 +243,10 @@ func TestSemaphoreWeightsAndExpiry(t *testing.T) {
 	late := time.Since(g.Expires)
 	t.Logf("granted %s after the holder's expiry (tick 500 ms)", late)
 	// The session expires at the first tick (500 ms) after its timeout;
-	// allow a commit or two on a busy machine besides.
-	if late < -100*time.Millisecond || late > 2*time.Second {
+	// allow a commit or two on a busy machine besides. Expires is counted
+	// from the reply to the holder's last request, the server's count from
+	// its receipt: a grant may come that much before it, never a tick.
+	if late < -500*time.Millisecond || late > 2*time.Second {
 		t.Fatalf("big granted %s after the holder's expiry, want within a tick", late)
 	}
 	rs := <-chSmall
