@@ -48,7 +48,7 @@ proto: ## regenerate proto/**/*.pb.go (protobuf, gRPC, and vtprotobuf's reflecti
 failover-bench: ## leader SIGKILL -> first write, 10 trials on 3 processes
 	$(GO) test -run '^$$' -bench Failover -benchtime 1x -timeout 20m ./e2e/
 
-compare-bench: ## every bench workload on 3-node Grackle and 3-node etcd in one invocation, one table (DUR, WARMUP, RUNS, WORKLOADS)
+compare-bench: ## every bench workload on 3-node Grackle, 3-node etcd and a 3-server ZooKeeper in one invocation, one table (DUR, WARMUP, RUNS, WORKLOADS, ETCD, ZOOKEEPER)
 	bash bench/compare.sh
 
 secure-bench: ## pairs and handoff on plain, TLS and TLS+ACL 3-node clusters in one invocation, one table with ratios (DUR, WARMUP, RUNS, WORKLOADS)

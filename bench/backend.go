@@ -7,7 +7,7 @@ import (
 
 // Backend is a coordination service the workloads drive: Grackle through
 // its gRPC API (NewGrackle), or a recipe on another system (bench/etcd
-// holds one for etcd, in its own module). Methods are called from many
+// holds one for etcd, bench/zk for ZooKeeper, each in its own module). Methods are called from many
 // goroutines at once.
 type Backend interface {
 	// Setup prepares a run: everything it creates is named after runID
@@ -75,7 +75,7 @@ type LockSession interface {
 type Grant struct {
 	// Based orders the grants of a semaphore or lock: it increases with
 	// every grant (Grackle: the fencing token; etcd: the revision the grant
-	// was decided at). The handoff workload pairs each grant with the release
+	// was decided at; ZooKeeper: the sequence number of the grant's node). The handoff workload pairs each grant with the release
 	// of the grant before it.
 	Based uint64
 	// Expires is when the holder's lease expires unless refreshed.

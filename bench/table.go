@@ -97,15 +97,7 @@ var tableRows = []row{
 // throughputs the ratio of each target's mean to base's (base "": the
 // last target).
 func Table(w io.Writer, results []Result, base string) error {
-	var targets []string
-	by := map[string]map[string][]Result{} // target -> workload -> runs
-	for _, r := range results {
-		if by[r.Target] == nil {
-			by[r.Target] = map[string][]Result{}
-			targets = append(targets, r.Target)
-		}
-		by[r.Target][r.Workload] = append(by[r.Target][r.Workload], r)
-	}
+	targets, by := byTarget(results)
 	if len(targets) == 0 {
 		return fmt.Errorf("no results")
 	}
@@ -115,16 +107,58 @@ func Table(w io.Writer, results []Result, base string) error {
 	if by[base] == nil {
 		return fmt.Errorf("base target %q has no results (targets: %s)", base, strings.Join(targets, ", "))
 	}
-	var others []string
+	var ratios [][2]string
 	for _, t := range targets {
 		if t != base {
-			others = append(others, t)
+			ratios = append(ratios, [2]string{t, base})
 		}
 	}
+	writeTable(w, targets, by, ratios)
+	return nil
+}
+
+// TableOf writes the table of Table with, for throughputs, the ratio of
+// subject's mean to each other target's (Grackle beside etcd and
+// ZooKeeper: "grackle / etcd", "grackle / zookeeper").
+func TableOf(w io.Writer, results []Result, subject string) error {
+	targets, by := byTarget(results)
+	if len(targets) == 0 {
+		return fmt.Errorf("no results")
+	}
+	if by[subject] == nil {
+		return fmt.Errorf("subject target %q has no results (targets: %s)", subject, strings.Join(targets, ", "))
+	}
+	var ratios [][2]string
+	for _, t := range targets {
+		if t != subject {
+			ratios = append(ratios, [2]string{subject, t})
+		}
+	}
+	writeTable(w, targets, by, ratios)
+	return nil
+}
+
+// byTarget groups results by target (in order of appearance) and workload.
+func byTarget(results []Result) ([]string, map[string]map[string][]Result) {
+	var targets []string
+	by := map[string]map[string][]Result{} // target -> workload -> runs
+	for _, r := range results {
+		if by[r.Target] == nil {
+			by[r.Target] = map[string][]Result{}
+			targets = append(targets, r.Target)
+		}
+		by[r.Target][r.Workload] = append(by[r.Target][r.Workload], r)
+	}
+	return targets, by
+}
+
+// writeTable writes a column per target and a ratio column per pair
+// (numerator, denominator).
+func writeTable(w io.Writer, targets []string, by map[string]map[string][]Result, ratios [][2]string) {
 	head := []string{"workload", "figure"}
 	head = append(head, targets...)
-	for _, t := range others {
-		head = append(head, t+" / "+base)
+	for _, r := range ratios {
+		head = append(head, r[0]+" / "+r[1])
 	}
 	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat(" --- |", len(head)))
 	for _, rw := range tableRows {
@@ -138,11 +172,11 @@ func Table(w io.Writer, results []Result, base string) error {
 		if !any {
 			continue
 		}
-		for _, t := range others {
+		for _, r := range ratios {
 			c := ""
 			if rw.ratio {
-				a, okA := mean(by[t][rw.workload], rw.value)
-				b, okB := mean(by[base][rw.workload], rw.value)
+				a, okA := mean(by[r[0]][rw.workload], rw.value)
+				b, okB := mean(by[r[1]][rw.workload], rw.value)
 				if okA && okB && b > 0 {
 					c = fmt.Sprintf("%.2fx", a/b)
 				}
@@ -151,7 +185,6 @@ func Table(w io.Writer, results []Result, base string) error {
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
-	return nil
 }
 
 func cell(runs []Result, rw row) string {

@@ -98,7 +98,7 @@ func (a *app) benchCmd() *cobra.Command {
 		}),
 	})
 
-	var base string
+	var base, subject string
 	table := &cobra.Command{
 		Use:   "table FILE...",
 		Short: "Print JSON results (-o json, of any target) as one Markdown table with throughput ratios",
@@ -117,13 +117,21 @@ func (a *app) benchCmd() *cobra.Command {
 				}
 				all = append(all, rs...)
 			}
-			if err := bench.Table(a.stdout, all, base); err != nil {
+			var err error
+			if subject != "" {
+				err = bench.TableOf(a.stdout, all, subject)
+			} else {
+				err = bench.Table(a.stdout, all, base)
+			}
+			if err != nil {
 				return &exitError{code: exitCallFailed, msg: oneLine(err.Error())}
 			}
 			return nil
 		},
 	}
 	table.Flags().StringVar(&base, "base", "", "target the ratios divide by (default: the last target)")
+	table.Flags().StringVar(&subject, "subject", "", "instead of --base: the ratios are this target over each other one (make compare-bench: grackle)")
+	table.MarkFlagsMutuallyExclusive("base", "subject")
 	g.AddCommand(table)
 	return g
 }
