@@ -29,6 +29,7 @@ import (
 	"github.com/grackle-coord/grackle/client"
 	"github.com/grackle-coord/grackle/fsm"
 	"github.com/grackle-coord/grackle/internal/connlimit"
+	"github.com/grackle-coord/grackle/internal/logrepeat"
 	"github.com/grackle-coord/grackle/internal/mux"
 	"github.com/grackle-coord/grackle/internal/peerconn"
 	"github.com/grackle-coord/grackle/internal/reqcodec"
@@ -110,9 +111,11 @@ func orDefault[T comparable](v *T, def T) {
 	}
 }
 
-// NewLogger returns the node's root logger.
+// NewLogger returns the node's root logger. A warning or error that
+// repeats (a member down: a failed heartbeat several times a second) is
+// written three times a minute, then counted (internal/logrepeat).
 func NewLogger(cfg Config) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: "grackle", Level: hclog.LevelFromString(cfg.LogLevel), JSONFormat: cfg.LogJSON, Output: os.Stderr})
+	return logrepeat.New(hclog.New(&hclog.LoggerOptions{Name: "grackle", Level: hclog.LevelFromString(cfg.LogLevel), JSONFormat: cfg.LogJSON, Output: os.Stderr}))
 }
 
 // Start opens the data dir, starts Raft and serves the API. It returns
