@@ -8,6 +8,10 @@
 #   NODE-api.crt/.key    API certificate of each node
 #   NODE-peer.crt/.key   peer certificate of each node (Raft, forwarding)
 #   client.crt/.key      a client certificate (CLI --cert/--key)
+#   NODE/                what node NODE needs and nothing more: its own
+#                        NODE-api and NODE-peer certificates and keys, and
+#                        the two CA certificates (never a CA key); mount
+#                        only this directory into the node's container
 # Usage: deploy/gen-certs.sh [OUT] [NODE[=SAN,...]...]   (default nodes: n1 n2 n3)
 # Each node certificate names the node (DNS:NODE), its Kubernetes peer
 # names (NODE.grackle-peers, NODE.grackle-peers.*.svc.cluster.local when
@@ -53,11 +57,17 @@ done
 leaf api-ca client "DNS:client"
 rm -f ./*.srl
 
-# The container runs as uid 65532: its keys must be readable by it. As
-# root, hand them over; otherwise leave them private to you (and run the
+# Everything here stays the caller's, keys mode 0600: the CA keys above all
+# (whoever holds one can mint a node or a client). Each node gets a
+# directory of its own with only its files; the container runs as uid
+# 65532, so as root those copies are handed to it (otherwise run the
 # containers with your uid, or copy the files into a Secret).
 chmod 600 ./*.key
-if [ "$(id -u)" = 0 ]; then
-  chown 65532:65532 ./*.key ./*.crt
-fi
+for n in "${NAMES[@]}"; do
+  rm -rf "$n" && mkdir -m 700 "$n"
+  cp -p "$n-api.crt" "$n-api.key" "$n-peer.crt" "$n-peer.key" api-ca.crt peer-ca.crt "$n/"
+  if [ "$(id -u)" = 0 ]; then
+    chown -R 65532:65532 "$n"
+  fi
+done
 echo "certificates in $OUT: api-ca.crt peer-ca.crt ${NAMES[*]/%/-api.crt} ${NAMES[*]/%/-peer.crt} client.crt (+ keys)"
