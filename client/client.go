@@ -572,10 +572,26 @@ func (c *Client) route(addr string) string {
 	}
 	c.mu.Unlock()
 	if to != addr && c.reach.firstFallback(addr) {
-		c.log.Warn("cannot dial this member's advertised address from here; sending its calls to the given endpoints, which forward them",
-			"address", addr, "error", c.reach.lastError(addr), "endpoints", c.given)
+		c.logFallback(addr)
 	}
 	return to
+}
+
+// logFallback says once why calls meant for addr go through the given
+// endpoints. A name that does not resolve here is how a container
+// network's members look from its host: the endpoints forward, nothing is
+// wrong, so it is said at info (the CLI shows warnings only). A member that
+// resolves but does not answer is down, or a failover is under way.
+func (c *Client) logFallback(addr string) {
+	err := c.reach.lastError(addr)
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		c.log.Info("the leader's advertised address does not resolve from here (a container network's name?); its calls go through the given endpoints, which forward them",
+			"address", addr, "error", err, "endpoints", c.given)
+		return
+	}
+	c.log.Warn("the leader does not answer at its advertised address (down, or a failover under way); calls go through the given endpoints meanwhile",
+		"address", addr, "error", err, "endpoints", c.given)
 }
 
 // noteUnavailable updates the leader after an Unavailable failure of a
