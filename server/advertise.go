@@ -73,3 +73,46 @@ func (e *AdvertiseError) Error() string {
 	return fmt.Sprintf("--%s %q is not an address this node listens on (--%s %q binds only %s): other nodes and clients would dial an address nothing answers; advertise %s, or listen on 0.0.0.0",
 		e.Flag, e.Advertise, listenFlag, e.Listen, host, host)
 }
+
+// checkOwnEntry refuses a node whose own entry in --initial-members names
+// other addresses than the node listens on or advertises: its peers would
+// dial an address where nothing of it answers (a mistyped port made a
+// member stand for elections it could never win while the others served).
+// A wildcard listen address, or a host name on either side, is compared by
+// port only.
+func checkOwnEntry(cfg Config, id, raftAddr, grpcAddr string) error {
+	for _, c := range []struct{ what, entry, flag, own, advFlag, adv string }{
+		{"Raft", raftAddr, "--raft-addr", cfg.RaftAddr, "--advertise-raft", cfg.AdvertiseRaft},
+		{"gRPC", grpcAddr, "--grpc-addr", cfg.GRPCAddr, "--advertise-grpc", cfg.AdvertiseGRPC},
+	} {
+		if c.entry == "" {
+			continue
+		}
+		flag, own := c.flag, c.own
+		if c.adv != "" {
+			flag, own = c.advFlag, c.adv
+		}
+		if !sameAddress(c.entry, own) {
+			return fmt.Errorf("--initial-members lists %s at %s address %s, but this node's %s is %s: make them the same", id, c.what, c.entry, flag, own)
+		}
+	}
+	return nil
+}
+
+// sameAddress compares two host:port addresses as one node's: equal ports,
+// and equal hosts where both are IP literals of a specific address.
+func sameAddress(a, b string) bool {
+	ah, ap, errA := net.SplitHostPort(a)
+	bh, bp, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	if ap != bp && ap != "0" && bp != "0" {
+		return false
+	}
+	ai, bi := net.ParseIP(ah), net.ParseIP(bh)
+	if ai == nil || bi == nil || ai.IsUnspecified() || bi.IsUnspecified() || ah == "" || bh == "" {
+		return true
+	}
+	return ai.Equal(bi)
+}

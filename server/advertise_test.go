@@ -69,3 +69,36 @@ func TestSelfDialAddr(t *testing.T) {
 		}
 	}
 }
+
+// A node whose own --initial-members entry names other addresses than it
+// listens on (or advertises) is refused in one line naming the flag and
+// both values.
+func TestCheckOwnEntry(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		raft, grpc, advRaft  string
+		entryRaft, entryGRPC string
+		want                 string
+	}{
+		{name: "same", raft: "127.0.0.1:7511", grpc: "127.0.0.1:7510", entryRaft: "127.0.0.1:7511", entryGRPC: "127.0.0.1:7510"},
+		{name: "raft port", raft: "127.0.0.1:7511", grpc: "127.0.0.1:7510", entryRaft: "127.0.0.1:7521", entryGRPC: "127.0.0.1:7510",
+			want: "--initial-members lists n1 at Raft address 127.0.0.1:7521, but this node's --raft-addr is 127.0.0.1:7511: make them the same"},
+		{name: "grpc port", raft: "127.0.0.1:7511", grpc: "127.0.0.1:7510", entryRaft: "127.0.0.1:7511", entryGRPC: "127.0.0.1:7520",
+			want: "--initial-members lists n1 at gRPC address 127.0.0.1:7520, but this node's --grpc-addr is 127.0.0.1:7510: make them the same"},
+		{name: "advertised wins", raft: "0.0.0.0:7511", advRaft: "10.0.0.1:7511", entryRaft: "10.0.0.2:7511",
+			want: "--initial-members lists n1 at Raft address 10.0.0.2:7511, but this node's --advertise-raft is 10.0.0.1:7511: make them the same"},
+		{name: "wildcard listen, port only", raft: "0.0.0.0:7511", entryRaft: "10.0.0.1:7511"},
+		{name: "names compare by port", raft: "n1:7511", entryRaft: "n1.grackle-peers:7511"},
+		{name: "no gRPC in the entry", raft: "127.0.0.1:7511", grpc: "127.0.0.1:7510", entryRaft: "127.0.0.1:7511"},
+	} {
+		cfg := Config{RaftAddr: tc.raft, GRPCAddr: tc.grpc, AdvertiseRaft: tc.advRaft}
+		err := checkOwnEntry(cfg, "n1", tc.entryRaft, tc.entryGRPC)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -150,6 +150,13 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	for i, p := range peers {
+		if p.ID == cfg.NodeID {
+			if err := checkOwnEntry(cfg, cfg.NodeID, p.Addr, grpcAddrs[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
 	sec, err := loadSecurity(cfg)
 	if err != nil {
 		return nil, err
