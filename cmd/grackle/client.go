@@ -346,12 +346,15 @@ func callError(parent context.Context, err error) error {
 	if parent.Err() != nil && errors.Is(parent.Err(), context.Canceled) {
 		return &exitError{code: exitInterrupted, msg: "interrupted"}
 	}
-	st, ok := status.FromError(err)
-	if !ok {
-		var se interface{ GRPCStatus() *status.Status }
-		if errors.As(err, &se) {
-			st, ok = se.GRPCStatus(), true
-		}
+	// The server's own status, found through the Go client's wrapping:
+	// status.FromError of a wrapped error would give the whole chain's
+	// text ("grackle: ...: rpc error: code = ... desc = ...") as its
+	// message.
+	var st *status.Status
+	var se interface{ GRPCStatus() *status.Status }
+	ok := errors.As(err, &se)
+	if ok {
+		st = se.GRPCStatus()
 	}
 	if !ok {
 		return &exitError{code: exitCallFailed, msg: oneLine(err.Error())}

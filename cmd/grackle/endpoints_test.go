@@ -46,3 +46,22 @@ func TestEndpointIsAnHTTPPort(t *testing.T) {
 		t.Fatalf("took %v: it should end when the endpoint answers HTTP, not at --timeout (60s)", d)
 	}
 }
+
+// An unknown flag near a known one is answered with it; a global flag
+// works before the command too.
+func TestFlagMistakes(t *testing.T) {
+	r := runCLI(t, nil, "semaphore", "create", "ns", "s", "--permit", "3")
+	if want := "grackle: semaphore create: unknown flag: --permit (did you mean --permits?)\n"; r.code != exitUsage || r.stderr != want {
+		t.Errorf("--permit: exit %d, %q; want %d, %q", r.code, r.stderr, exitUsage, want)
+	}
+	r = runCLI(t, nil, "semaphore", "create", "ns", "s", "--bogus", "3")
+	if want := "grackle: semaphore create: unknown flag: --bogus\n"; r.code != exitUsage || r.stderr != want {
+		t.Errorf("--bogus: exit %d, %q; want %d, %q", r.code, r.stderr, exitUsage, want)
+	}
+	// -q before the command is the command's -q: the command is found (the
+	// endpoint mistake below is then what is reported, not "unknown command").
+	r = runCLI(t, nil, "-q", "cluster", "status", "--endpoints", "127.0.0.1")
+	if !strings.HasPrefix(r.stderr, "grackle: cluster status: --endpoints 127.0.0.1:") {
+		t.Errorf("-q before the command: exit %d, %q", r.code, r.stderr)
+	}
+}

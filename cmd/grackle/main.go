@@ -196,9 +196,13 @@ Durations are Go durations (30s, 1m, 250ms); a bare number is seconds.
 		SilenceErrors:     true,
 		PersistentPreRunE: a.preRun,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &usageError{msg: err.Error()}
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &usageError{msg: err.Error() + flagSuggestion(cmd, err)}
 	})
+	// Also here so that it may come before the command (grackle -q
+	// cluster status): the command finder must know it takes no value.
+	// The client commands define their own, bound to the same field.
+	root.PersistentFlags().BoolVarP(&a.quiet, "quiet", "q", false, "no status line while waiting, no client warnings on stderr")
 	for _, c := range a.commands() {
 		root.AddCommand(c)
 	}

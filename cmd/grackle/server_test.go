@@ -58,9 +58,12 @@ var allServerArgs = []string{
 	"--max-barrier-processes", "29",
 	"--max-jobs-per-call", "30",
 	"--max-waiters", "25",
+	"--max-waiters-per-process", "12",
 	"--max-timeout-seconds", "17",
 	"--watch-stall-timeout", "19s",
 	"--max-watchers", "18",
+	"--max-watchers-per-connection", "9",
+	"--max-watchers-per-client", "11",
 	"--member-probe-timeout", "3s",
 	"--max-queued-proposals", "21",
 	"--heartbeat-timeout", "1s",
@@ -86,6 +89,7 @@ var allServerArgs = []string{
 	"--insecure",
 	"--join-token", "grk_join",
 	"--max-connections", "77",
+	"--max-connections-per-address", "33",
 	"--handshake-timeout", "3s",
 	"--idle-timeout", "4m",
 	"--shutdown-timeout", "20s",
@@ -152,6 +156,10 @@ func allServerConfig() server.Config {
 	want.Insecure = true
 	want.JoinToken = "grk_join"
 	want.MaxConnections = 77
+	want.MaxConnectionsPerAddress = 33
+	want.MaxWaitersPerProcess = 12
+	want.MaxWatchersPerConnection = 9
+	want.MaxWatchersPerClient = 11
 	want.HandshakeTimeout = 3 * time.Second
 	want.IdleTimeout = 4 * time.Minute
 	want.ShutdownTimeout = 20 * time.Second
