@@ -23,6 +23,9 @@ func (s *state) check() error {
 	if err := s.checkTokens(); err != nil {
 		return err
 	}
+	if err := s.checkSizes(); err != nil {
+		return err
+	}
 	semCount := map[string]int64{}
 	leaseCount := map[string]int64{}
 	lockLeaseCount := map[string]int64{}

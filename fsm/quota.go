@@ -1,6 +1,10 @@
 package fsm
 
-import "github.com/grackle-coord/grackle/internal/btree"
+import (
+	"fmt"
+
+	"github.com/grackle-coord/grackle/internal/btree"
+)
 
 // The state quota (Limits.MaxStateBytes) bounds an accounted size of the
 // state, not the heap: every replica must decide a write the same way, and
@@ -167,16 +171,35 @@ func (t *table[T]) buildFromSorted(less btree.LessFunc[T], items []T) error {
 	return nil
 }
 
-// recount sets the size from the records (for code that filled the tree
-// without the table's methods; tests compare it with the running total).
-func (t *table[T]) recount() int64 {
+// count is the size of the table's records, summed afresh.
+func (t *table[T]) count() int64 {
 	n := int64(0)
 	t.BTreeG.Ascend(func(x T) bool {
 		n += t.size(x)
 		return true
 	})
-	t.bytes = n
 	return n
+}
+
+// checkSizes verifies that every table's running total is the size of its
+// records (part of check).
+func (s *state) checkSizes() error {
+	for _, c := range []struct {
+		table       string
+		kept, count int64
+	}{
+		{"namespaces", s.namespaces.bytes, s.namespaces.count()}, {"semaphores", s.semaphores.bytes, s.semaphores.count()},
+		{"holders", s.holders.bytes, s.holders.count()}, {"leases", s.leases.bytes, s.leases.count()},
+		{"members", s.members.bytes, s.members.count()}, {"tokens", s.tokens.bytes, s.tokens.count()},
+		{"locks", s.locks.bytes, s.locks.count()}, {"lock holds", s.lockHolds.bytes, s.lockHolds.count()},
+		{"wait groups", s.waitGroups.bytes, s.waitGroups.count()}, {"jobs", s.jobs.bytes, s.jobs.count()},
+		{"barriers", s.barriers.bytes, s.barriers.count()}, {"arrivals", s.arrivals.bytes, s.arrivals.count()},
+	} {
+		if c.kept != c.count {
+			return fmt.Errorf("state size: the %s table keeps %d bytes, its records account %d", c.table, c.kept, c.count)
+		}
+	}
+	return nil
 }
 
 // stateBytes is the accounted size of the state: the sum of its tables'.
