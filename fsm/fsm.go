@@ -417,6 +417,14 @@ func (f *FSM) Members() []Member {
 	return ms
 }
 
+// StateBytes is the state's accounted size, what Limits.MaxStateBytes
+// bounds (quota.go): the same on every replica at the same index.
+func (f *FSM) StateBytes() int64 {
+	s, done := f.read()
+	defer done()
+	return s.stateBytes()
+}
+
 // Counts reports the sizes of the main tables (metrics, tests).
 type Counts struct {
 	Namespaces, Semaphores, Leases, Holders int
@@ -426,9 +434,6 @@ type Counts struct {
 	// Wait groups (ActiveWaitGroups of them ACTIVE as stored), their
 	// completed jobs, barriers.
 	WaitGroups, ActiveWaitGroups, CompletedJobs, Barriers int
-	// StateBytes is the state's accounted size, what Limits.MaxStateBytes
-	// bounds (quota.go).
-	StateBytes int64
 }
 
 // Counts returns the number of stored records per table.
@@ -437,7 +442,7 @@ func (f *FSM) Counts() Counts {
 	defer done()
 	c := Counts{Namespaces: s.namespaces.Len(), Semaphores: s.semaphores.Len(), Leases: s.leases.Len(), Holders: s.holders.Len(),
 		Locks: s.locks.Len(), LockHolders: s.lockHolds.Len(), WaitGroups: s.waitGroups.Len(), CompletedJobs: s.jobs.Len(),
-		Barriers: s.barriers.Len(), StateBytes: s.stateBytes()}
+		Barriers: s.barriers.Len()}
 	s.waitGroups.Ascend(func(w wgRec) bool {
 		if w.status == pb.WaitGroupStatus_WAIT_GROUP_STATUS_ACTIVE {
 			c.ActiveWaitGroups++

@@ -6,7 +6,7 @@ import (
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 )
 
-func stateBytesOf(f *FSM) int64 { return f.Counts().StateBytes }
+func stateBytesOf(f *FSM) int64 { return f.StateBytes() }
 
 // withQuota is the default limits with a state quota.
 func withQuota(max int64) Limits {
@@ -87,7 +87,7 @@ func TestStateQuota(t *testing.T) {
 
 	// What does not grow still works.
 	h.ok(cNSUpdate("big", "a description that takes room", md("key", "a value"), 1)) // same size
-	h.ok(cNSUpdate("big", "", nil, 2))                                                // smaller
+	h.ok(cNSUpdate("big", "", nil, 2))                                               // smaller
 	h.ok(cRefresh("q", lid(1), 30))
 	h.ok(cAcq("q", "s", lid(1), 2)) // a re-acquire with no more metadata
 	h.ok(cLock("q", "a/b", llA, true))

@@ -68,7 +68,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.waitGroups, prometheus.GaugeValue, float64(n.WaitGroups-n.ActiveWaitGroups), "finished")
 	g(c.jobs, float64(n.CompletedJobs))
 	g(c.barriers, float64(n.Barriers))
-	g(c.stateBytes, float64(n.StateBytes))
+	g(c.stateBytes, float64(c.f.StateBytes()))
 	quota := c.f.Limits().MaxStateBytes
 	if quota < 0 {
 		quota = 0
