@@ -151,7 +151,8 @@ type Config struct {
 	// (DefaultMaxStateBytes, or "": half of the Go memory limit in force
 	// when Start runs, 2 GiB without one), "off" or 0 (no bound), or a
 	// size (512MiB, 2GiB). Like every limit, the leader's value is the
-	// cluster's.
+	// cluster's. Start writes the resolved quota into
+	// Limits.MaxStateBytes (a value set there is replaced).
 	MaxStateBytes string
 	// GCHeadroom is how far the heap may grow past its live part between
 	// collections (--gc-headroom, package gctune: GOGC lowered above it,
