@@ -76,6 +76,12 @@ const (
 	// acquire is not refused: it answers outcome UNAVAILABLE. Code
 	// ResourceExhausted.
 	QueueFull = "QUEUE_FULL"
+	// StateQuota: the replicated state has reached its quota
+	// (--max-state-bytes): a write that would grow it (a create, an
+	// acquire, completed jobs, an arrival, an update with more metadata)
+	// was refused and changed nothing. Releases, revokes, deletes and
+	// expiry still work and free room. Code ResourceExhausted.
+	StateQuota = "STATE_QUOTA"
 )
 
 // Not-found reasons say which thing is missing, so that a caller can tell

@@ -107,7 +107,16 @@ func (a *applier) aclBootstrap(c *fsmpb.AclBootstrap) *Error {
 	return nil
 }
 
+// aclCreateToken is refused at the state quota; aclBootstrap is not: it
+// succeeds once per cluster, and an operator locked out of a full cluster
+// could not free anything.
 func (a *applier) aclCreateToken(c *fsmpb.AclCreateToken) *Error {
+	if err := validateToken(c.GetToken()); err != nil {
+		return err
+	}
+	if err := a.s.overQuota(); err != nil {
+		return err
+	}
 	return a.putToken(c.GetToken())
 }
 

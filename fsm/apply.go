@@ -233,6 +233,9 @@ func (a *applier) createNamespace(c *fsmpb.CreateNamespace) *Error {
 	if int64(s.namespaces.Len()) >= s.limits.MaxNamespaces {
 		return errf(CodeResourceExhausted, "namespaces: limit of %d reached", s.limits.MaxNamespaces)
 	}
+	if err := s.overQuota(); err != nil {
+		return err
+	}
 	ns := nsRec{name: c.Name, desc: c.Description, md: copyMetadata(c.Metadata), version: 1, createdAt: a.now, updatedAt: a.now}
 	s.namespaces.ReplaceOrInsert(ns)
 	a.res.Namespace = ns.view()
@@ -251,7 +254,11 @@ func (a *applier) updateNamespace(c *fsmpb.UpdateNamespace) *Error {
 	if ns.version != c.ExpectedVersion {
 		return invalid(msgVersionMismatch)
 	}
+	oldSize := nsSize(ns)
 	ns.desc, ns.md, ns.version, ns.updatedAt = c.Description, copyMetadata(c.Metadata), ns.version+1, a.now
+	if err := a.s.growsOverQuota(oldSize, nsSize(ns)); err != nil {
+		return err
+	}
 	a.s.namespaces.ReplaceOrInsert(ns)
 	a.res.Namespace = ns.view()
 	return nil
@@ -314,6 +321,9 @@ func (a *applier) createSemaphore(c *fsmpb.CreateSemaphore) *Error {
 	if ns.semCount >= s.limits.MaxSemaphoresPerNamespace {
 		return errf(CodeResourceExhausted, "semaphores: limit of %d per namespace reached in %q", s.limits.MaxSemaphoresPerNamespace, ns.name)
 	}
+	if err := s.overQuota(); err != nil {
+		return err
+	}
 	sem := semRec{ns: ns.name, name: c.Name, desc: c.Description, md: copyMetadata(c.Metadata), permits: c.Permits,
 		version: 1, createdAt: a.now, updatedAt: a.now, lastActivity: a.now}
 	s.putSem(sem)
@@ -347,7 +357,11 @@ func (a *applier) updateSemaphore(c *fsmpb.UpdateSemaphore) *Error {
 		return errf(CodeFailedPrecondition, "permits: %d is below the current active_holds %d", c.Permits, sem.holds)
 	}
 	raised := c.Permits > sem.permits
+	oldSize := semSize(sem)
 	sem.desc, sem.md, sem.permits, sem.version, sem.updatedAt = c.Description, copyMetadata(c.Metadata), c.Permits, sem.version+1, a.now
+	if err := s.growsOverQuota(oldSize, semSize(sem)); err != nil {
+		return err
+	}
 	s.putSem(sem)
 	if raised {
 		a.res.Freed = append(a.res.Freed, SemKey{sem.ns, sem.name})
@@ -440,6 +454,12 @@ func (a *applier) tryGrant(g *fsmpb.Grant, sem *semRec, l leaseRec, old leaseHol
 	holds := others + g.Weight
 	if !had && sem.holders >= s.limits.MaxHoldersPerSemaphore {
 		return holderRec{}, false, errf(CodeResourceExhausted, "holders: limit of %d per semaphore reached on %q", s.limits.MaxHoldersPerSemaphore, sem.name)
+	}
+	// A new hold, or a changed one with more metadata, grows the state.
+	if !had || holderSize(&holderRec{ns: sem.ns, sem: sem.name, md: g.Metadata}) > holderSize(old) {
+		if err := s.overQuota(); err != nil {
+			return holderRec{}, false, err
+		}
 	}
 	token := a.index
 	if token <= s.lastToken {
@@ -597,6 +617,9 @@ func (a *applier) createLease(c *fsmpb.CreateLease) *Error {
 	}
 	if !lock && ns.leaseCount >= s.limits.MaxLeasesPerNamespace {
 		return errf(CodeResourceExhausted, "leases: limit of %d per namespace reached in %q", s.limits.MaxLeasesPerNamespace, ns.name)
+	}
+	if err := s.overQuota(); err != nil {
+		return err
 	}
 	// id and proc share one allocation (they live and die together), and
 	// neither keeps the decoded command's strings alive.

@@ -417,6 +417,14 @@ func (f *FSM) Members() []Member {
 	return ms
 }
 
+// StateBytes is the state's accounted size, what Limits.MaxStateBytes
+// bounds (quota.go): the same on every replica at the same index.
+func (f *FSM) StateBytes() int64 {
+	s, done := f.read()
+	defer done()
+	return s.stateBytes()
+}
+
 // Counts reports the sizes of the main tables (metrics, tests).
 type Counts struct {
 	Namespaces, Semaphores, Leases, Holders int

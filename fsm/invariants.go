@@ -82,7 +82,11 @@ func (s *state) check() error {
 	if err != nil {
 		return err
 	}
-	return s.checkWaits()
+	if err := s.checkWaits(); err != nil {
+		return err
+	}
+	// Last: a record that breaks a rule of its own is reported as such.
+	return s.checkSizes()
 }
 
 // parallelCheck is the size (leases + holders) from which check uses two

@@ -75,6 +75,12 @@ func (a *applier) tryLock(g *fsmpb.LockGrant, queued bool) (*lockHold, *Error) {
 			return nil, errf(CodeResourceExhausted, "holders: limit of %d per lock reached on %q", s.limits.MaxHoldersPerLock, g.LockName)
 		}
 	}
+	// A new hold, or a changed one with more metadata, grows the state.
+	if old == nil || lockHoldSize(&lockHold{ns: ns.name, name: g.LockName, md: g.Metadata}) > lockHoldSize(old) {
+		if err := s.overQuota(); err != nil {
+			return nil, err
+		}
+	}
 	token := a.index
 	if token <= s.lastToken {
 		token = s.lastToken + 1

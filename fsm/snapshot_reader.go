@@ -456,14 +456,14 @@ func loadState(tx *bolt.Tx, st *state) error {
 	}
 	// The tables are built bottom-up from their records, which are in
 	// order (checked above, and again by BuildFromSorted).
-	if err := btree.BuildFromSorted(st.holders, lessHolder, holders); err != nil {
+	if err := st.holders.buildFromSorted(lessHolder, holders); err != nil {
 		return fmt.Errorf("holders: %w", err)
 	}
 	holders = nil
-	if err := btree.BuildFromSorted(st.namespaces, lessNS, nss); err != nil {
+	if err := st.namespaces.buildFromSorted(lessNS, nss); err != nil {
 		return fmt.Errorf("namespaces: %w", err)
 	}
-	if err := btree.BuildFromSorted(st.semaphores, lessSem, sems); err != nil {
+	if err := st.semaphores.buildFromSorted(lessSem, sems); err != nil {
 		return fmt.Errorf("semaphores: %w", err)
 	}
 	st.semIdx = make(map[SemKey]semRec, len(sems))
@@ -519,7 +519,7 @@ func buildLeaseTrees(st *state, procs []procSortKey) error {
 		li := p.li
 		leases[i] = leaseRec{leaseIdent: li, ttl: li.liveTTL, createdAt: li.liveCreated, expiresAt: li.liveExp}
 	}
-	if err := btree.BuildFromSorted(st.leases, lessLease, leases); err != nil {
+	if err := st.leases.buildFromSorted(lessLease, leases); err != nil {
 		return fmt.Errorf("leases: %w", err)
 	}
 	leases = nil

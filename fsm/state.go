@@ -137,18 +137,19 @@ type memberRec struct {
 
 type state struct {
 	// The tables: Persist writes these (from a clone).
-	namespaces *btree.BTreeG[nsRec]
-	semaphores *btree.BTreeG[semRec]
-	holders    *btree.BTreeG[*holderRec] // records immutable once stored
-	leases     *btree.BTreeG[leaseRec]
-	members    *btree.BTreeG[memberRec]
-	tokens     *btree.BTreeG[tokenRec]   // access tokens, by id (acl.go)
-	locks      *btree.BTreeG[lockRec]    // held locks, by (ns, name) (locks.go)
-	lockHolds  *btree.BTreeG[*lockHold]  // by (ns, name, seq); immutable once stored
-	waitGroups *btree.BTreeG[wgRec]      // by (ns, name) (waits.go)
-	jobs       *btree.BTreeG[jobRec]     // completed jobs, by (ns, wait group, job id)
-	barriers   *btree.BTreeG[barRec]     // by (ns, name)
-	arrivals   *btree.BTreeG[arrivalRec] // barrier participants, by (ns, barrier, generation, seq)
+	// Each keeps the accounted size of its records (quota.go).
+	namespaces *table[nsRec]
+	semaphores *table[semRec]
+	holders    *table[*holderRec] // records immutable once stored
+	leases     *table[leaseRec]
+	members    *table[memberRec]
+	tokens     *table[tokenRec]   // access tokens, by id (acl.go)
+	locks      *table[lockRec]    // held locks, by (ns, name) (locks.go)
+	lockHolds  *table[*lockHold]  // by (ns, name, seq); immutable once stored
+	waitGroups *table[wgRec]      // by (ns, name) (waits.go)
+	jobs       *table[jobRec]     // completed jobs, by (ns, wait group, job id)
+	barriers   *table[barRec]     // by (ns, name)
+	arrivals   *table[arrivalRec] // barrier participants, by (ns, barrier, generation, seq)
 
 	// Derived indexes, rebuilt on restore and never persisted, so a
 	// snapshot clone does not carry them (see clone).
@@ -243,25 +244,25 @@ func lessExpiry(a, b expiryKey) bool {
 
 func newState() *state {
 	return &state{
-		namespaces: btree.NewG(btreeDegree, lessNS),
-		semaphores: btree.NewG(btreeDegree, lessSem),
-		holders:    btree.NewG(btreeDegree, lessHolder),
-		leases:     btree.NewG(btreeDegree, lessLease),
+		namespaces: newTable(lessNS, nsSize),
+		semaphores: newTable(lessSem, semSize),
+		holders:    newTable(lessHolder, holderSize),
+		leases:     newTable(lessLease, leaseSize),
 		byProc:     btree.NewG(btreeDegree, lessProc),
 		expiry:     btree.NewG(btreeDegree, lessExpiry),
 		leaseIdx:   newLeaseIndex(),
 		semIdx:     make(map[SemKey]semRec),
-		members:    btree.NewG(btreeDegree, func(a, b memberRec) bool { return a.id < b.id }),
-		tokens:     btree.NewG(btreeDegree, func(a, b tokenRec) bool { return a.id < b.id }),
+		members:    newTable(func(a, b memberRec) bool { return a.id < b.id }, memberSize),
+		tokens:     newTable(func(a, b tokenRec) bool { return a.id < b.id }, tokenSize),
 		tokenIdx:   make(map[string]string),
-		locks:      btree.NewG(btreeDegree, lessLock),
-		lockHolds:  btree.NewG(btreeDegree, lessLockHold),
+		locks:      newTable(lessLock, lockSize),
+		lockHolds:  newTable(lessLockHold, lockHoldSize),
 		lockIdx:    map[LockKey]*lockLive{},
 		lockBelow:  map[LockKey]lockCounts{},
-		waitGroups: btree.NewG(btreeDegree, lessWG),
-		jobs:       btree.NewG(btreeDegree, lessJob),
-		barriers:   btree.NewG(btreeDegree, lessBar),
-		arrivals:   btree.NewG(btreeDegree, lessArrival),
+		waitGroups: newTable(lessWG, wgSize),
+		jobs:       newTable(lessJob, jobSize),
+		barriers:   newTable(lessBar, barSize),
+		arrivals:   newTable(lessArrival, arrivalSize),
 		timers:     btree.NewG(btreeDegree, lessTimer),
 		arrived:    map[arrivalKey]struct{}{},
 		waitCount:  map[string]waitCounts{},
@@ -325,7 +326,7 @@ func (s *state) clone() *state {
 		}
 		return true
 	})
-	if err := btree.BuildFromSorted(c.holders, lessHolder, hs); err != nil {
+	if err := c.holders.buildFromSorted(lessHolder, hs); err != nil {
 		panic("fsm: clone of a holders table out of order: " + err.Error())
 	}
 	c.waitGroups, c.jobs = s.waitGroups.Clone(), s.jobs.Clone()

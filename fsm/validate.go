@@ -39,6 +39,10 @@ type Limits struct {
 	MaxWaitGroupCounter       int64
 	MaxBarrierProcesses       int64
 	MaxJobsPerCall            int64
+	// MaxStateBytes bounds the state's accounted size (quota.go); 0 or
+	// negative: no bound. Unlike the others it is not defaulted: a leader
+	// or snapshot that predates it (0) leaves the state unbounded.
+	MaxStateBytes int64
 }
 
 // DefaultLimits are the defaults of docs/API.md, Limits.
@@ -92,7 +96,8 @@ func LimitsCommand(l Limits) *fsmpb.SetLimits {
 		MaxPermits: l.MaxPermits, MaxTtlSeconds: l.MaxTTLSeconds, MaxLocksPerNamespace: l.MaxLocksPerNamespace,
 		MaxLockLeasesPerNamespace: l.MaxLockLeasesPerNamespace, MaxHoldersPerLock: l.MaxHoldersPerLock,
 		MaxWaitGroupsPerNamespace: l.MaxWaitGroupsPerNamespace, MaxBarriersPerNamespace: l.MaxBarriersPerNamespace,
-		MaxWaitGroupCounter: l.MaxWaitGroupCounter, MaxBarrierProcesses: l.MaxBarrierProcesses, MaxJobsPerCall: l.MaxJobsPerCall}
+		MaxWaitGroupCounter: l.MaxWaitGroupCounter, MaxBarrierProcesses: l.MaxBarrierProcesses, MaxJobsPerCall: l.MaxJobsPerCall,
+		MaxStateBytes: l.MaxStateBytes}
 }
 
 // limitsFrom reads a SetLimits command (or snapshot meta), with the limits
@@ -106,6 +111,7 @@ func limitsFrom(c *fsmpb.SetLimits) Limits {
 		MaxHoldersPerLock: c.MaxHoldersPerLock, MaxWaitGroupsPerNamespace: c.MaxWaitGroupsPerNamespace,
 		MaxBarriersPerNamespace: c.MaxBarriersPerNamespace, MaxWaitGroupCounter: c.MaxWaitGroupCounter,
 		MaxBarrierProcesses: c.MaxBarrierProcesses, MaxJobsPerCall: c.MaxJobsPerCall,
+		MaxStateBytes: c.MaxStateBytes,
 	}
 	l.defaultLockLimits()
 	return l

@@ -446,6 +446,9 @@ func (a *applier) createWaitGroup(c *fsmpb.CreateWaitGroup) *Error {
 	if s.waitCount[ns.name].waitGroups >= s.limits.MaxWaitGroupsPerNamespace {
 		return errf(CodeResourceExhausted, "wait groups: limit of %d per namespace reached in %q", s.limits.MaxWaitGroupsPerNamespace, ns.name)
 	}
+	if err := s.overQuota(); err != nil {
+		return err
+	}
 	w := wgRec{ns: ns.name, name: c.Name, desc: c.Description, md: copyMetadata(c.Metadata), counter: c.Counter,
 		status: pb.WaitGroupStatus_WAIT_GROUP_STATUS_ACTIVE, expiresAt: c.ExpiresAt, deleteAfter: c.DeleteAfterFinishedSeconds,
 		version: 1, createdAt: a.now, updatedAt: a.now, lastActivity: a.now}
@@ -502,7 +505,11 @@ func (a *applier) updateWaitGroup(c *fsmpb.UpdateWaitGroup) *Error {
 	if c.Counter < w.completed {
 		return errf(CodeFailedPrecondition, "counter: %d is below the %d jobs completed already", c.Counter, w.completed)
 	}
+	oldSize := wgSize(w)
 	w.desc, w.md, w.counter, w.expiresAt, w.deleteAfter = c.Description, copyMetadata(c.Metadata), c.Counter, c.ExpiresAt, c.DeleteAfterFinishedSeconds
+	if err := s.growsOverQuota(oldSize, wgSize(w)); err != nil {
+		return err
+	}
 	w.version, w.updatedAt = w.version+1, a.now
 	if w.completed == w.counter {
 		w = a.finishWG(w, pb.WaitGroupStatus_WAIT_GROUP_STATUS_COMPLETED, a.now)
@@ -571,6 +578,9 @@ func (a *applier) completeJobs(c *fsmpb.CompleteJobs) *Error {
 	if w.completed+int64(len(fresh)) > w.counter {
 		return invalid("jobs: too many jobs: %d new would take completed_jobs to %d, past counter %d", len(fresh), w.completed+int64(len(fresh)), w.counter)
 	}
+	if err := s.overQuota(); err != nil {
+		return err
+	}
 	for _, j := range fresh {
 		s.jobs.ReplaceOrInsert(jobRec{ns: w.ns, wg: w.name, id: j.JobId, completedAt: a.now, md: copyMetadata(j.Metadata)})
 	}
@@ -608,6 +618,9 @@ func (a *applier) createBarrier(c *fsmpb.CreateBarrier) *Error {
 	}
 	if s.waitCount[ns.name].barriers >= s.limits.MaxBarriersPerNamespace {
 		return errf(CodeResourceExhausted, "barriers: limit of %d per namespace reached in %q", s.limits.MaxBarriersPerNamespace, ns.name)
+	}
+	if err := s.overQuota(); err != nil {
+		return err
 	}
 	b := barRec{ns: ns.name, name: c.Name, desc: c.Description, md: copyMetadata(c.Metadata), expected: c.ExpectedProcesses,
 		generation: 1, deleteInactive: c.DeleteInactiveAfterSeconds, version: 1, createdAt: a.now, updatedAt: a.now, lastActivity: a.now}
@@ -659,7 +672,11 @@ func (a *applier) updateBarrier(c *fsmpb.UpdateBarrier) *Error {
 		return errf(CodeFailedPrecondition, "expected_processes: %d is below the %d processes arrived at generation %d",
 			c.ExpectedProcesses, b.arrived, b.generation)
 	}
+	oldSize := barSize(b)
 	b.desc, b.md, b.expected, b.deleteInactive = c.Description, copyMetadata(c.Metadata), c.ExpectedProcesses, c.DeleteInactiveAfterSeconds
+	if err := s.growsOverQuota(oldSize, barSize(b)); err != nil {
+		return err
+	}
 	b.version, b.updatedAt = b.version+1, a.now
 	if b.arrived > 0 && b.arrived == b.expected {
 		b = a.trip(b)
@@ -703,6 +720,9 @@ func (a *applier) arriveAtBarrier(c *fsmpb.ArriveAtBarrier) *Error {
 	case g == b.generation && counted:
 		// A retry of a counted arrival: nothing changes.
 	case g == b.generation:
+		if err := s.overQuota(); err != nil {
+			return err
+		}
 		b.arrived++
 		r := arrivalRec{ns: b.ns, bar: b.name, gen: g, seq: b.arrived, proc: c.ProcessId, arrivedAt: a.now, md: copyMetadata(c.Metadata)}
 		s.arrivals.ReplaceOrInsert(r)

@@ -273,6 +273,11 @@ func TestSeriesMoveUnderWorkload(t *testing.T) {
 		if s.v(t, "grackle_data_dir_free_bytes") <= 0 {
 			t.Errorf("node %d: no free bytes", i)
 		}
+		// The state quota is on by default (auto), and the state holds
+		// what the workload created.
+		if s.v(t, "grackle_state_bytes") <= 0 || s.v(t, "grackle_state_quota_bytes") <= 0 {
+			t.Errorf("node %d: state %v bytes, quota %v bytes", i, s.v(t, "grackle_state_bytes"), s.v(t, "grackle_state_quota_bytes"))
+		}
 		// raft's per-RPC timings are blocked (metrics/raft.go): every node
 		// sent and received heartbeats and AppendEntries by now.
 		for name := range s {

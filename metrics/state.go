@@ -27,6 +27,10 @@ func (m *Metrics) RegisterState(f *fsm.FSM, dataDir string) error {
 		barriers:   prometheus.NewDesc(Namespace+"_barriers", "Barriers in the state machine.", nil, nil),
 		free:       prometheus.NewDesc(Namespace+"_data_dir_free_bytes", "Bytes available to Grackle on the data dir's file system.", nil, nil),
 		size:       prometheus.NewDesc(Namespace+"_data_dir_size_bytes", "Size of the data dir's file system.", nil, nil),
+		stateBytes: prometheus.NewDesc(Namespace+"_state_bytes",
+			"Accounted size of the replicated state (records' strings and metadata plus a fixed overhead per record), what --max-state-bytes bounds.", nil, nil),
+		quota: prometheus.NewDesc(Namespace+"_state_quota_bytes",
+			"The replicated state quota (max_state_bytes); 0: no bound.", nil, nil),
 		rejected: prometheus.NewDesc(Namespace+"_fsm_rejected_entries_total",
 			"Raft entries the state machine rejected (undecodable, or an op it does not know): each changed nothing; its index is in the ERROR log.", nil, nil),
 	})
@@ -39,11 +43,12 @@ type stateCollector struct {
 	lockLeases, locks, lockHold              *prometheus.Desc
 	waitGroups, jobs, barriers               *prometheus.Desc
 	rejected                                 *prometheus.Desc
+	stateBytes, quota                        *prometheus.Desc
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.ns, c.sems, c.leases, c.hold, c.perm, c.free, c.size, c.lockLeases, c.locks, c.lockHold,
-		c.waitGroups, c.jobs, c.barriers, c.rejected} {
+		c.waitGroups, c.jobs, c.barriers, c.rejected, c.stateBytes, c.quota} {
 		ch <- d
 	}
 }
@@ -63,6 +68,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.waitGroups, prometheus.GaugeValue, float64(n.WaitGroups-n.ActiveWaitGroups), "finished")
 	g(c.jobs, float64(n.CompletedJobs))
 	g(c.barriers, float64(n.Barriers))
+	g(c.stateBytes, float64(c.f.StateBytes()))
+	quota := c.f.Limits().MaxStateBytes
+	if quota < 0 {
+		quota = 0
+	}
+	g(c.quota, float64(quota))
 	ch <- prometheus.MustNewConstMetric(c.rejected, prometheus.CounterValue, float64(c.f.RejectedEntries()))
 	var st syscall.Statfs_t
 	if c.dir != "" && syscall.Statfs(c.dir, &st) == nil {

@@ -29,6 +29,7 @@ func TestFSMReasonMatchesContract(t *testing.T) {
 		fsm.ReasonSemaphoreNotFound:    apierr.SemaphoreNotFound,
 		fsm.ReasonLeaseNotFound:        apierr.LeaseNotFound,
 		fsm.ReasonTokenNotFound:        apierr.TokenNotFound,
+		fsm.ReasonStateQuota:           apierr.StateQuota,
 	} {
 		if fsmReason != contract {
 			t.Errorf("fsm and apierr disagree: %s vs %s", fsmReason, contract)

@@ -146,6 +146,14 @@ type Config struct {
 	// percentage of that memory (75%). Only Run sets it (it is
 	// process-wide); Start leaves the runtime alone.
 	MemoryLimit string
+	// MaxStateBytes is --max-state-bytes, the quota of the replicated
+	// state's accounted size (fsm's Limits.MaxStateBytes): "auto"
+	// (DefaultMaxStateBytes, or "": half of the Go memory limit in force
+	// when Start runs, 2 GiB without one), "off" or 0 (no bound), or a
+	// size (512MiB, 2GiB). Like every limit, the leader's value is the
+	// cluster's. Start writes the resolved quota into
+	// Limits.MaxStateBytes (a value set there is replaced).
+	MaxStateBytes string
 	// GCHeadroom is how far the heap may grow past its live part between
 	// collections (--gc-headroom, package gctune: GOGC lowered above it,
 	// raised below it up to 400, or up to the environment's GOGC when that
@@ -196,6 +204,7 @@ func DefaultConfig() Config {
 		ReadyMaxLag:              DefaultReadyMaxLag,
 		LogLevel:                 "info",
 		MemoryLimit:              DefaultMemoryLimit,
+		MaxStateBytes:            DefaultMaxStateBytes,
 		GCHeadroom:               DefaultGCHeadroom,
 	}
 }

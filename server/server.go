@@ -125,6 +125,11 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	if log == nil {
 		log = NewLogger(cfg)
 	}
+	quota, err := resolveMaxStateBytes(cfg.MaxStateBytes, currentMemoryLimit())
+	if err != nil {
+		return nil, err
+	}
+	cfg.Limits.MaxStateBytes = quota
 	if err := cfg.Limits.Validate(); err != nil {
 		return nil, err
 	}

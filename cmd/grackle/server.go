@@ -130,6 +130,8 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 
 	fs.StringVar(&cfg.MemoryLimit, "memory-limit", cfg.MemoryLimit, `Go's soft memory limit for this node: auto (90% of the cgroup's memory limit or the machine's memory, whichever is smaller; GOMEMLIMIT, when set, wins), off, a size (900MiB, 2GiB) or a percentage of that memory (75%)`)
 
+	fs.StringVar(&cfg.MaxStateBytes, "max-state-bytes", cfg.MaxStateBytes, `quota of the replicated state's accounted size (strings and metadata of every record plus 160 bytes a record); past it, writes that grow the state answer ResourceExhausted (STATE_QUOTA) while releases, revokes, deletes and expiry still work: auto (half of the memory limit in force, 2GiB without one), a size (512MiB, 2GiB), or 0 or off (no bound)`)
+
 	fs.StringVar(&cfg.GCHeadroom, "gc-headroom", cfg.GCHeadroom, `how far the heap may grow past its live part between collections (Go's default lets it double; below the headroom it grows by at most four times its live part, or as GOGC allows when set): auto (256MiB; GOGC, when set, wins), a size (512MiB, 1GiB) or off (Go's own GOGC)`)
 
 	fs.Uint64Var(&cfg.ReadyMaxLag, "ready-max-lag", cfg.ReadyMaxLag, "/readyz fails while the applied index trails the commit index by more entries")
@@ -175,6 +177,9 @@ func checkServerConfig(cfg server.Config) error {
 		}
 	}
 	if err := server.CheckMemoryLimit(cfg.MemoryLimit); err != nil {
+		return usagef("%v", err)
+	}
+	if err := server.CheckMaxStateBytes(cfg.MaxStateBytes); err != nil {
 		return usagef("%v", err)
 	}
 	if err := server.CheckGCHeadroom(cfg.GCHeadroom); err != nil {

@@ -95,6 +95,7 @@ var allServerArgs = []string{
 	"--shutdown-timeout", "20s",
 	"--ready-max-lag", "55",
 	"--memory-limit", "900MiB",
+	"--max-state-bytes", "512MiB",
 	"--gc-headroom", "1GiB",
 	"--log-level-file", "/etc/grackle/log-level",
 	"--log-level", "debug",
@@ -165,6 +166,7 @@ func allServerConfig() server.Config {
 	want.ShutdownTimeout = 20 * time.Second
 	want.ReadyMaxLag = 55
 	want.MemoryLimit = "900MiB"
+	want.MaxStateBytes = "512MiB"
 	want.GCHeadroom = "1GiB"
 	want.LogLevelFile = "/etc/grackle/log-level"
 	want.LogLevel = "debug"
@@ -196,6 +198,9 @@ func TestEveryConfigFieldHasAFlag(t *testing.T) {
 		}
 		if k := g.Kind(); k == reflect.Interface || k == reflect.Func {
 			return // an injection point for tests (Clock), not a setting
+		}
+		if path == ".Limits.MaxStateBytes" {
+			return // Start sets it from MaxStateBytes (--max-state-bytes: auto, off or a size)
 		}
 		if reflect.DeepEqual(g.Interface(), d.Interface()) {
 			t.Errorf("server.Config%s is not set by any `grackle server` flag", path)
@@ -287,6 +292,8 @@ func TestServerErrors(t *testing.T) {
 			"grackle: server: invalid argument \"5x\" for \"--election-timeout\" flag: \"5x\": want a duration like 30s, 1m or 250ms (a bare number is seconds)\n"},
 		{"bad gc headroom", nil, []string{"server", "--gc-headroom", "lots"}, exitUsage,
 			"grackle: server: gc-headroom: \"lots\": want auto, off or a size such as 512MiB or 1GiB (B, KiB, MiB, GiB, TiB)\n"},
+		{"bad state quota", nil, []string{"server", "--max-state-bytes", "lots"}, exitUsage,
+			"grackle: server: max-state-bytes: \"lots\": want auto, off (or 0), or a size such as 512MiB or 2GiB (B, KiB, MiB, GiB, TiB)\n"},
 		{"unknown flag", nil, []string{"server", "--nope"}, exitUsage,
 			"grackle: server: unknown flag: --nope\n"},
 		{"positional", nil, []string{"server", "extra"}, exitUsage,

@@ -1648,8 +1648,11 @@ type SetLimits struct {
 	MaxWaitGroupCounter       int64 `protobuf:"varint,12,opt,name=max_wait_group_counter,json=maxWaitGroupCounter,proto3" json:"max_wait_group_counter,omitempty"`
 	MaxBarrierProcesses       int64 `protobuf:"varint,13,opt,name=max_barrier_processes,json=maxBarrierProcesses,proto3" json:"max_barrier_processes,omitempty"`
 	MaxJobsPerCall            int64 `protobuf:"varint,14,opt,name=max_jobs_per_call,json=maxJobsPerCall,proto3" json:"max_jobs_per_call,omitempty"`
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	// Bound on the accounted size of the state (fsm/quota.go), in bytes;
+	// 0 (unset, or a leader that predates it) or negative: no bound.
+	MaxStateBytes int64 `protobuf:"varint,15,opt,name=max_state_bytes,json=maxStateBytes,proto3" json:"max_state_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SetLimits) Reset() {
@@ -1776,6 +1779,13 @@ func (x *SetLimits) GetMaxBarrierProcesses() int64 {
 func (x *SetLimits) GetMaxJobsPerCall() int64 {
 	if x != nil {
 		return x.MaxJobsPerCall
+	}
+	return 0
+}
+
+func (x *SetLimits) GetMaxStateBytes() int64 {
+	if x != nil {
+		return x.MaxStateBytes
 	}
 	return 0
 }
@@ -3752,7 +3762,7 @@ const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\fgrpc_address\x18\x03 \x01(\tR\vgrpcAddress\x12\x14\n" +
 	"\x05voter\x18\x04 \x01(\bR\x05voter\"'\n" +
 	"\fRemoveMember\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\xed\x05\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x95\x06\n" +
 	"\tSetLimits\x12%\n" +
 	"\x0emax_namespaces\x18\x01 \x01(\x03R\rmaxNamespaces\x12?\n" +
 	"\x1cmax_semaphores_per_namespace\x18\x02 \x01(\x03R\x19maxSemaphoresPerNamespace\x127\n" +
@@ -3769,7 +3779,8 @@ const file_grackle_fsm_v1_command_proto_rawDesc = "" +
 	"\x1amax_barriers_per_namespace\x18\v \x01(\x03R\x17maxBarriersPerNamespace\x123\n" +
 	"\x16max_wait_group_counter\x18\f \x01(\x03R\x13maxWaitGroupCounter\x122\n" +
 	"\x15max_barrier_processes\x18\r \x01(\x03R\x13maxBarrierProcesses\x12)\n" +
-	"\x11max_jobs_per_call\x18\x0e \x01(\x03R\x0emaxJobsPerCall\"\x06\n" +
+	"\x11max_jobs_per_call\x18\x0e \x01(\x03R\x0emaxJobsPerCall\x12&\n" +
+	"\x0fmax_state_bytes\x18\x0f \x01(\x03R\rmaxStateBytes\"\x06\n" +
 	"\x04Noop\"#\n" +
 	"\x05Batch\x12\x1a\n" +
 	"\bcommands\x18\x01 \x03(\fR\bcommands\"\x93\x01\n" +

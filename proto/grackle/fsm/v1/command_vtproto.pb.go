@@ -1923,6 +1923,11 @@ func (m *SetLimits) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.MaxStateBytes != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.MaxStateBytes))
+		i--
+		dAtA[i] = 0x78
+	}
 	if m.MaxJobsPerCall != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.MaxJobsPerCall))
 		i--
@@ -4627,6 +4632,9 @@ func (m *SetLimits) SizeVT() (n int) {
 	}
 	if m.MaxJobsPerCall != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.MaxJobsPerCall))
+	}
+	if m.MaxStateBytes != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.MaxStateBytes))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -9923,6 +9931,25 @@ func (m *SetLimits) UnmarshalVT(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.MaxJobsPerCall |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 15:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field MaxStateBytes", wireType)
+			}
+			m.MaxStateBytes = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.MaxStateBytes |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
