@@ -157,6 +157,11 @@ func StartWith(t testing.TB, n int, tweak func(*server.Config), dial ...grpc.Dia
 func New(t testing.TB, dial ...grpc.DialOption) *Cluster {
 	c := &Cluster{t: t, conns: map[string]*grpc.ClientConn{}, dial: dial}
 	finishedFlag(t) // its cleanup runs after Close's (last in, first out)
+	// The test's temporary directory (the nodes' data dirs, made later by
+	// Config) registers its removal at the first TempDir call: made here,
+	// before Close's cleanup, it is removed after the nodes stopped, not
+	// under a running node (which writes its log mark until it stops).
+	_ = t.TempDir()
 	t.Cleanup(c.Close)
 	return c
 }
