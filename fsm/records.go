@@ -3,7 +3,6 @@ package fsm
 import (
 	"fmt"
 	"slices"
-	"unicode/utf8"
 )
 
 // Record checks: what every stored record must satisfy, whatever wrote it.
@@ -149,13 +148,5 @@ func validateMemberField(field, v string) *Error {
 	if len(v) > MaxMemberFieldBytes {
 		return invalid("%s: must be at most %d bytes, got %d", field, MaxMemberFieldBytes, len(v))
 	}
-	if !utf8.ValidString(v) {
-		return invalid("%s: must be valid UTF-8", field)
-	}
-	for i, r := range v {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return invalid("%s: must be printable, found control character %U at byte %d", field, r, i)
-		}
-	}
-	return nil
+	return printableUTF8(field, v)
 }

@@ -175,6 +175,14 @@ func ValidateProcessID(field, v string) error {
 	if len(v) < 1 || len(v) > MaxProcessIDBytes {
 		return invalid("%s: must be 1..%d bytes, got %d", field, MaxProcessIDBytes, len(v))
 	}
+	if err := printableUTF8(field, v); err != nil {
+		return err
+	}
+	return nil
+}
+
+// printableUTF8 checks that v is valid UTF-8 without control characters.
+func printableUTF8(field, v string) *Error {
 	if !utf8.ValidString(v) {
 		return invalid("%s: must be valid UTF-8", field)
 	}
