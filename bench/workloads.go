@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -674,4 +675,37 @@ func expiryTrial(ctx context.Context, b Backend, o Options, i int) (time.Duratio
 		return 0, fmt.Errorf("waiter: %w", err)
 	}
 	return time.Since(g.Expires), nil
+}
+
+// ParseCommand parses the command line of a peer's load generator
+// (etcdbench, zkbench): fs holds o's flags (Register) and an -o/--output
+// flag whose value format points to ("table" or "json"), and the one
+// argument is the workloads. It sets o's format and, when stderr is a
+// terminal, its progress line, and checks o.
+func ParseCommand(fs *pflag.FlagSet, args []string, o *Options, format *string) ([]string, error) {
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() != 1 {
+		return nil, fmt.Errorf("want one argument: a comma-separated list of %v, or all", Workloads)
+	}
+	ws, err := ParseWorkloads(fs.Arg(0))
+	if err != nil {
+		return nil, err
+	}
+	switch *format {
+	case "table":
+		o.Format = "text"
+	case "json":
+		o.Format = "json"
+	default:
+		return nil, fmt.Errorf("output: table or json, got %q", *format)
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if st, err := os.Stderr.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+		o.Progress = os.Stderr
+	}
+	return ws, nil
 }

@@ -42,32 +42,12 @@ func run(ctx context.Context, args []string) error {
 	spread := fs.Bool("spread", false, "give every client all endpoints (clientv3 round-robins; followers forward); default: the leader only")
 	conns := fs.Int("conns", 1, "etcd clients (one connection set each); workers take them in turn")
 	format := fs.StringP("output", "o", "table", "table (RESULT lines) or json")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("want one argument: a comma-separated list of %v, or all", bench.Workloads)
-	}
-	ws, err := bench.ParseWorkloads(fs.Arg(0))
+	ws, err := bench.ParseCommand(fs, args, &o, format)
 	if err != nil {
 		return err
 	}
-	switch *format {
-	case "table":
-		o.Format = "text"
-	case "json":
-		o.Format = "json"
-	default:
-		return fmt.Errorf("output: table or json, got %q", *format)
-	}
 	if *conns < 1 {
 		return fmt.Errorf("conns: must be at least 1, got %d", *conns)
-	}
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	if st, err := os.Stderr.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-		o.Progress = os.Stderr
 	}
 	newClient := func(eps []string) (*clientv3.Client, error) {
 		return clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})

@@ -41,32 +41,12 @@ func run(ctx context.Context, args []string) error {
 	endpoints := fs.StringSlice("endpoints", []string{"127.0.0.1:2181"}, "ZooKeeper client endpoints (host:port)")
 	spread := fs.Bool("spread", false, "spread the workers' own sessions (reads, wait groups) over every endpoint; default: all on the leader")
 	format := fs.StringP("output", "o", "table", "table (RESULT lines) or json")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("want one argument: a comma-separated list of %v, or all", bench.Workloads)
-	}
-	ws, err := bench.ParseWorkloads(fs.Arg(0))
+	ws, err := bench.ParseCommand(fs, args, &o, format)
 	if err != nil {
 		return err
 	}
-	switch *format {
-	case "table":
-		o.Format = "text"
-	case "json":
-		o.Format = "json"
-	default:
-		return fmt.Errorf("output: table or json, got %q", *format)
-	}
 	if len(*endpoints) == 0 {
 		return fmt.Errorf("endpoints: at least one")
-	}
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	if st, err := os.Stderr.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-		o.Progress = os.Stderr
 	}
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
