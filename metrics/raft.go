@@ -54,8 +54,8 @@ func raftSink() (*gmprom.PrometheusSink, error) {
 // AppendEntries and heartbeat a node sends or receives: under linearizable
 // reads, a leadership confirmation is a heartbeat to every follower, so
 // they were about a tenth of a follower's CPU and a twentieth of the
-// leader's (docs/PERFORMANCE.md). What they measure stays visible:
-// grackle_raft_replication_appendEntries_rpc{peer_id} and
+// leader's (CPU profiles under `grackle bench reads`). What they measure
+// stays visible: grackle_raft_replication_appendEntries_rpc{peer_id} and
 // grackle_raft_rpc_appendEntries* time the write path,
 // grackle_leader_read_round_reads counts the confirmation rounds.
 // Keys carry the service name (Namespace) first, as go-metrics filters them.

@@ -59,7 +59,7 @@ type Config struct {
 	// 1 ms): when an entry commits, the writes queued meanwhile wait for
 	// its callers' next writes to share the next entry, at most PackHold,
 	// and no longer than PackHoldIdle after the last write arrived
-	// (docs/PERFORMANCE.md, "The hold").
+	// (leader/DESIGN.md, "The hold").
 	PackHold, PackHoldIdle time.Duration
 	// MemberProbeTimeout bounds each member's probe in GetClusterStatus
 	// with probe_members (default 750 ms): a member slower than that is

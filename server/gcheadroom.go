@@ -19,7 +19,8 @@ const DefaultGCHeadroom = "auto"
 // it was resident at 1.3 GiB, with this at 0.9-0.95 (docs/SCALING.md).
 // Below 256 MiB live the heap grows by more than Go's default, up to four
 // times its live part (gctune.DefaultCeiling): fewer collections inside
-// writes' rounds (docs/PERFORMANCE.md, twelfth session).
+// writes' rounds (on a 2-core machine under `grackle bench pairs`, p99
+// from 10-11 ms to 6-7 ms; docs/OPERATIONS.md, Memory).
 const autoGCHeadroom = 256 << 20
 
 // gcHeadroom is a resolved --gc-headroom.

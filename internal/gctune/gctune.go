@@ -12,9 +12,10 @@
 // allocated through many times a second under load, had the collector
 // start several times a second, and its marking landed inside writes'
 // rounds (pairs' p99 10-11 ms against 6-7 with this tuner's ceiling of
-// 400 on one machine, docs/PERFORMANCE.md). So below the headroom the tuner raises GOGC by the
-// same rule, up to a ceiling (DefaultCeiling: the heap grows by at most
-// four times its live part, so a small state stays small).
+// 400, on one 2-core machine under `grackle bench pairs`). So below the
+// headroom the tuner raises GOGC by the same rule, up to a ceiling
+// (DefaultCeiling: the heap grows by at most four times its live part,
+// so a small state stays small).
 //
 // It looks whether a collection has ended (runtime/metrics' count of
 // them) 10 ms after the last one, then less and less often, down to ten
