@@ -18,7 +18,7 @@ type Config struct {
 
 	GRPCAddr string // listen address of the gRPC API (default "127.0.0.1:7420")
 	RaftAddr string // listen address of the Raft transport (default "127.0.0.1:7421")
-	HTTPAddr string // listen address of /healthz and /metrics ("" = off; default "127.0.0.1:7422")
+	HTTPAddr string // listen address of /healthz, /readyz, /status, /metrics and /ui/ ("" = off; default "127.0.0.1:7422")
 
 	// Advertised addresses, when they differ from the listen ones (containers).
 	AdvertiseGRPC string

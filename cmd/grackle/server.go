@@ -64,7 +64,7 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory of the Raft log, stable store and snapshots")
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "listen address of the gRPC API")
 	fs.StringVar(&cfg.RaftAddr, "raft-addr", cfg.RaftAddr, "listen address of the Raft transport")
-	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, `listen address of /healthz, /readyz, /status and /metrics ("" = off)`)
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, `listen address of /healthz, /readyz, /status, /metrics and the web view /ui/ ("" = off)`)
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP port")
 	fs.StringVar(&cfg.AdvertiseGRPC, "advertise-grpc", cfg.AdvertiseGRPC, "gRPC address other nodes and clients dial, when it differs from --grpc-addr")
 	fs.StringVar(&cfg.AdvertiseRaft, "advertise-raft", cfg.AdvertiseRaft, "Raft address other nodes dial, when it differs from --raft-addr")
