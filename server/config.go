@@ -107,6 +107,15 @@ type Config struct {
 	TLSCertFile     string
 	TLSKeyFile      string
 	TLSClientCAFile string
+	// HTTPClientCert is what the HTTP port asks of clients when the API has
+	// TLS (--http-client-cert): HTTPClientCertRequire (the default) as the
+	// gRPC port, a certificate of TLSClientCAFile when that is set, for all
+	// but /healthz and /readyz; HTTPClientCertNone asks for none (HTTPS with
+	// the server certificate only, reachable from a browser without an
+	// imported client certificate), and an access token guards /status,
+	// /metrics, the web view's data and /debug/pprof/ instead
+	// (CheckHTTPClientCert, Exposures).
+	HTTPClientCert string
 	// Peer TLS: Raft traffic and follower-to-leader forwarding, both sides
 	// verified against PeerTLSCAFile. All three, or none.
 	PeerTLSCertFile string
@@ -206,5 +215,6 @@ func DefaultConfig() Config {
 		MemoryLimit:              DefaultMemoryLimit,
 		MaxStateBytes:            DefaultMaxStateBytes,
 		GCHeadroom:               DefaultGCHeadroom,
+		HTTPClientCert:           HTTPClientCertRequire,
 	}
 }

@@ -30,7 +30,15 @@ func (e Exposure) String() string {
 //     TLS the tokens cross the network in the clear, without --acl anyone
 //     who reaches the port may call anything, AddMember included;
 //   - the HTTP port needs client TLS (/status, /metrics and the web view
-//     are read over it);
+//     are read over it). With --tls-client-ca-file it also asks for a
+//     client certificate, except for /healthz and /readyz (they say only
+//     ok or why not); with --http-client-cert none it asks for none, so
+//     that a browser without an imported certificate reaches the web
+//     view, and then it needs --acl as well: the token is what guards
+//     /status, /metrics (Prometheus sends one from its scrape config's
+//     authorization), the web view's data and the profiles, and without
+//     access control there is none to ask for. The page itself (HTML, CSS
+//     and JavaScript, no data) stays open: it holds the sign-in form;
 //   - the Raft port needs peer TLS: without it anyone who reaches the
 //     port can append entries to the log;
 //   - a join without access control must stay on loopback: the join
@@ -52,8 +60,14 @@ func Exposures(cfg Config) []Exposure {
 			out = append(out, Exposure{"grpc-addr", cfg.GRPCAddr, "is beyond loopback without --acl (anyone who reaches it may call anything, AddMember included)", "--acl"})
 		}
 	}
-	if cfg.HTTPAddr != "" && !loopback.Addr(cfg.HTTPAddr) && !apiTLS {
-		out = append(out, Exposure{"http-addr", cfg.HTTPAddr, "is beyond loopback without TLS", apiTLSFlags + ` (or --http-addr "" to turn the HTTP port off)`})
+	if cfg.HTTPAddr != "" && !loopback.Addr(cfg.HTTPAddr) {
+		switch {
+		case !apiTLS:
+			out = append(out, Exposure{"http-addr", cfg.HTTPAddr, "is beyond loopback without TLS", apiTLSFlags + ` (or --http-addr "" to turn the HTTP port off)`})
+		case cfg.HTTPClientCert == HTTPClientCertNone && !cfg.ACL:
+			out = append(out, Exposure{"http-addr", cfg.HTTPAddr, "is beyond loopback with --http-client-cert none and without --acl (anyone who reaches it reads /status, /metrics and the web view)",
+				"--acl (a token then guards them), or --http-client-cert require"})
+		}
 	}
 	if !loopback.Addr(cfg.RaftAddr) && !peerTLS {
 		out = append(out, Exposure{"raft-addr", cfg.RaftAddr, "is beyond loopback without peer TLS (anyone who reaches it can write to the Raft log)",

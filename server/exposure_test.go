@@ -15,6 +15,7 @@ func TestCheckExposure(t *testing.T) {
 	peerTLS := func(c *Config) { c.PeerTLSCertFile, c.PeerTLSKeyFile, c.PeerTLSCAFile = "p.crt", "p.key", "p-ca.crt" }
 	acl := func(c *Config) { c.ACL = true }
 	insecure := func(c *Config) { c.Insecure = true }
+	httpNone := func(c *Config) { c.HTTPClientCert = HTTPClientCertNone }
 	addrs := func(grpc, raft, http string) func(*Config) {
 		return func(c *Config) { c.GRPCAddr, c.RaftAddr, c.HTTPAddr = grpc, raft, http }
 	}
@@ -43,6 +44,11 @@ func TestCheckExposure(t *testing.T) {
 		{"peer TLS missing its CA", []func(*Config){all, apiTLS, acl, peerTLS, func(c *Config) { c.PeerTLSCAFile = "" }}, []string{"raft-addr"}, nil},
 		{"HTTP off", []func(*Config){addrs("127.0.0.1:7420", "127.0.0.1:7421", "")}, nil, nil},
 		{"plaintext on 0.0.0.0 with --insecure", []func(*Config){all, insecure}, nil, nil},
+		{"HTTP without client certificates, with --acl", []func(*Config){all, apiTLS, peerTLS, acl, httpNone}, nil, nil},
+		{"HTTP without client certificates, without --acl", []func(*Config){addrs("127.0.0.1:7420", "127.0.0.1:7421", "0.0.0.0:7422"), apiTLS, httpNone},
+			[]string{"http-addr"}, []string{"--http-addr 0.0.0.0:7422", "--http-client-cert none and without --acl", "give --acl", "--http-client-cert require"}},
+		{"HTTP without client certificates on loopback", []func(*Config){apiTLS, httpNone}, nil, nil},
+		{"HTTP without client certificates, without --acl, --insecure", []func(*Config){all, apiTLS, peerTLS, httpNone, insecure}, nil, nil},
 		{"join on loopback", []func(*Config){join("127.0.0.1:7430")}, nil, nil},
 		{"join beyond loopback", []func(*Config){join("10.0.0.1:7420")}, []string{"join"},
 			[]string{"--join 10.0.0.1:7420", "--acl on every node", "--join-token", "--insecure"}},
@@ -100,5 +106,39 @@ func TestStartRefusesExposure(t *testing.T) {
 	}
 	if _, statErr := os.Stat(dir); !os.IsNotExist(statErr) {
 		t.Fatalf("data dir made before the refusal: %v", statErr)
+	}
+}
+
+// --http-client-cert takes require or none, and none needs TLS (it means
+// HTTPS without client certificates), whatever --insecure says; each
+// refusal names the flags.
+func TestCheckHTTPClientCert(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  func(*Config)
+		want string // "" accepted, else words of the refusal
+	}{
+		{"default", func(*Config) {}, ""},
+		{"empty (Start's default)", func(c *Config) { c.HTTPClientCert = "" }, ""},
+		{"require without TLS", func(c *Config) { c.HTTPClientCert = "require" }, ""},
+		{"none with TLS", func(c *Config) { c.HTTPClientCert, c.TLSCertFile, c.TLSKeyFile = "none", "a.crt", "a.key" }, ""},
+		{"none without TLS", func(c *Config) { c.HTTPClientCert = "none" }, "--http-client-cert none serves the HTTP port over TLS without client certificates: give --tls-cert-file and --tls-key-file"},
+		{"none without TLS, --insecure", func(c *Config) { c.HTTPClientCert, c.Insecure = "none", true }, "give --tls-cert-file and --tls-key-file"},
+		{"none with a certificate but no key", func(c *Config) { c.HTTPClientCert, c.TLSCertFile = "none", "a.crt" }, "--tls-key-file"},
+		{"unknown value", func(c *Config) { c.HTTPClientCert = "optional" }, `--http-client-cert: must be require or none, got "optional"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			c.set(&cfg)
+			err := CheckHTTPClientCert(cfg)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("got %v, want a refusal with %q", err, c.want)
+			case err != nil && strings.Contains(err.Error(), "\n"):
+				t.Fatalf("refusal spans lines: %q", err)
+			}
+		})
 	}
 }

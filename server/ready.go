@@ -102,6 +102,12 @@ const statusMethod = "/grackle.v1.ClusterService/GetClusterStatus"
 // checkHTTPToken checks an HTTP request's bearer token (the Authorization
 // header) against method's rule when access control is on.
 func (s *Server) checkHTTPToken(r *http.Request, method string) error {
+	return s.checkHTTPNeed(r, method, acl.NeedFor(method, nil))
+}
+
+// checkHTTPNeed checks an HTTP request's bearer token against need when
+// access control is on; method names what was asked in a refusal.
+func (s *Server) checkHTTPNeed(r *http.Request, method string, need acl.Need) error {
 	if !s.cfg.ACL {
 		return nil
 	}
@@ -109,14 +115,20 @@ func (s *Server) checkHTTPToken(r *http.Request, method string) error {
 	if a := r.Header.Get("Authorization"); a != "" {
 		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(acl.MetadataKey, a))
 	}
-	return s.acl.Check(ctx, method, acl.NeedFor(method, nil))
+	return s.acl.Check(ctx, method, need)
 }
 
 // writeRefusal answers an access refusal as the web view's API does:
-// JSON {code, message}, 401 without a valid token, 403 without the
-// right, 503 when this node cannot tell yet (not caught up).
+// JSON {code, reason, message}, 401 without a valid token, 403 without
+// the right, 503 when this node cannot tell yet (not caught up). A
+// missing token is told how an HTTP client sends one (the checker's own
+// words name the CLI's flag).
 func writeRefusal(w http.ResponseWriter, err error) {
 	st := status.Convert(err)
+	msg := st.Message()
+	if apierr.ReasonOf(err) == acl.ReasonTokenMissing {
+		msg = "access control is on: send an ACL token in the header Authorization: Bearer <secret>"
+	}
 	code := http.StatusForbidden
 	switch st.Code() {
 	case codes.Unauthenticated:
@@ -128,7 +140,9 @@ func writeRefusal(w http.ResponseWriter, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]string{"code": st.Code().String(), "reason": apierr.ReasonOf(err), "message": st.Message()})
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // "<secret>" as written, for a person reading curl's output
+	_ = enc.Encode(map[string]string{"code": st.Code().String(), "reason": apierr.ReasonOf(err), "message": msg})
 }
 
 // status is /status: JSON objects whose keys encoding/json writes sorted,

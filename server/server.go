@@ -101,6 +101,7 @@ func (c Config) fill() Config {
 	orDefault(&c.IdleTimeout, d.IdleTimeout)
 	orDefault(&c.ShutdownTimeout, d.ShutdownTimeout)
 	orDefault(&c.LogLevel, d.LogLevel)
+	orDefault(&c.HTTPClientCert, d.HTTPClientCert)
 	return c
 }
 
@@ -131,6 +132,9 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	}
 	cfg.Limits.MaxStateBytes = quota
 	if err := cfg.Limits.Validate(); err != nil {
+		return nil, err
+	}
+	if err := CheckHTTPClientCert(cfg); err != nil {
 		return nil, err
 	}
 	if err := CheckExposure(cfg); err != nil {
@@ -287,7 +291,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	var split *tlsutil.Split
 	serveLis := lis
 	if sec.api != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(sec.api.Config([]string{"h2"}, true))))
+		opts = append(opts, grpc.Creds(credentials.NewTLS(sec.api.Config([]string{"h2"}, tlsutil.RequireClientCert))))
 		split = tlsutil.NewSplit(lis, cfg.HandshakeTimeout)
 		serveLis = split.TLS()
 	}
@@ -353,7 +357,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	}
 	log.Info("grackle node started", "node_id", cfg.NodeID, "grpc", lis.Addr().String(), "raft", string(node.Addr),
 		"http", cfg.HTTPAddr, "data_dir", cfg.DataDir, "client_tls", sec.api != nil,
-		"client_mtls", sec.api != nil && sec.api.ClientCA != nil, "peer_tls", sec.peer != nil, "acl", cfg.ACL)
+		"client_mtls", sec.api != nil && sec.api.ClientCA != nil, "http_client_cert", cfg.HTTPClientCert, "peer_tls", sec.peer != nil, "acl", cfg.ACL)
 	if cfg.Join != "" {
 		go s.join(grpcAdv)
 	}
@@ -417,11 +421,18 @@ func (s *Server) startHTTP() error {
 	}
 	lis = limit(lis, s.cfg.MaxConnections, s.cfg.MaxConnectionsPerAddress, nil, "HTTP", s.log)
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", s.Metrics.Handler())
+	// Without a client certificate to guard them (--http-client-cert
+	// none), /metrics and the profiles take a token; /status and the web
+	// view's data always do, with access control on.
+	guard := func(_ string, _ acl.Need, h http.Handler) http.Handler { return h }
+	if s.httpWithoutClientCert() {
+		guard = s.tokenGuard
+	}
+	mux.Handle("/metrics", guard(statusMethod, acl.NeedFor(statusMethod, nil), s.Metrics.Handler()))
 	if s.cfg.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.Handle("/debug/pprof/", guard("/debug/pprof/", pprofNeed, http.HandlerFunc(pprof.Index)))
+		mux.Handle("/debug/pprof/profile", guard("/debug/pprof/profile", pprofNeed, http.HandlerFunc(pprof.Profile)))
+		mux.Handle("/debug/pprof/symbol", guard("/debug/pprof/symbol", pprofNeed, http.HandlerFunc(pprof.Symbol)))
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := s.Node.DiskFull(); err != nil {
@@ -443,10 +454,10 @@ func (s *Server) startHTTP() error {
 		WriteTimeout: 30 * time.Second, IdleTimeout: s.cfg.IdleTimeout,
 		ErrorLog: s.log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
 	if s.sec.api != nil {
-		if s.sec.api.ClientCA != nil {
+		if s.sec.api.ClientCA != nil && !s.httpWithoutClientCert() {
 			s.http.Handler = requireClientCert(mux)
 		}
-		s.http.TLSConfig = s.sec.api.Config([]string{"http/1.1"}, false)
+		s.http.TLSConfig = s.sec.api.Config([]string{"http/1.1"}, s.httpClientCerts())
 		go s.http.ServeTLS(lis, "", "")
 		return nil
 	}

@@ -208,12 +208,29 @@ func (s *Server) Reload() error {
 	return err
 }
 
+// ClientCerts is what a listener of the API asks of its clients when the
+// API has a client CA (without one, no listener asks for a certificate).
+type ClientCerts int
+
+const (
+	// RequireClientCert: no connection without a certificate of the
+	// client CA (the gRPC port).
+	RequireClientCert ClientCerts = iota
+	// VerifyClientCertIfGiven: a certificate is asked for and verified
+	// when given, and a connection without one is let in for the handler
+	// to decide (the HTTP port, whose /healthz and /readyz stay open to
+	// probes without one).
+	VerifyClientCertIfGiven
+	// NoClientCert: no certificate is asked for, so a browser never
+	// prompts for one (the HTTP port with --http-client-cert none, whose
+	// endpoints an access token guards instead).
+	NoClientCert
+)
+
 // Config is the tls.Config of the API's listeners; nextProtos is the ALPN
-// list the server speaks ("h2" for gRPC, nil for plain HTTPS).
-// requireClientCert false asks for a certificate (and verifies one that is
-// given) without requiring it: the HTTP port's /healthz stays open to
-// probes that have none.
-func (s *Server) Config(nextProtos []string, requireClientCert bool) *tls.Config {
+// list the server speaks ("h2" for gRPC, nil for plain HTTPS), certs what
+// it asks of clients when it has a client CA.
+func (s *Server) Config(nextProtos []string, certs ClientCerts) *tls.Config {
 	return &tls.Config{
 		MinVersion: MinVersion,
 		NextProtos: nextProtos,
@@ -226,10 +243,10 @@ func (s *Server) Config(nextProtos []string, requireClientCert bool) *tls.Config
 				Certificates: []tls.Certificate{*s.Cert.Certificate()},
 				NextProtos:   nextProtos,
 			}
-			if s.ClientCA != nil {
+			if s.ClientCA != nil && certs != NoClientCert {
 				c.ClientCAs = s.ClientCA.Pool()
 				c.ClientAuth = tls.VerifyClientCertIfGiven
-				if requireClientCert {
+				if certs == RequireClientCert {
 					c.ClientAuth = tls.RequireAndVerifyClientCert
 				}
 			}

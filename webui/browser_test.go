@@ -28,8 +28,9 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// browser starts a headless Chromium; the context ends it.
-func browser(t *testing.T, path string) context.Context {
+// browser starts a headless Chromium (with extra options, if any); the
+// context ends it.
+func browser(t *testing.T, path string, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
@@ -38,6 +39,7 @@ func browser(t *testing.T, path string) context.Context {
 		chromedp.WindowSize(1280, 860),
 		chromedp.Flag("no-first-run", true),
 	)
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)

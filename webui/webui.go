@@ -29,6 +29,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/grackle-coord/grackle/acl"
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/client"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
@@ -165,19 +167,42 @@ func httpStatus(c codes.Code) int {
 	return http.StatusBadGateway
 }
 
+// apiError is the JSON of a refusal: the gRPC code, the ErrorInfo reason
+// (what the page decides on, e.g. which sign-in prompt to show) and a
+// message for the person at the page.
 type apiError struct {
 	Code    string `json:"code"`
+	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message"`
 }
 
 func errorOf(err error) apiError {
 	st := status.Convert(err)
-	return apiError{Code: st.Code().String(), Message: st.Message()}
+	reason := apierr.ReasonOf(err)
+	return apiError{Code: st.Code().String(), Reason: reason, Message: browserMessage(reason, st.Message())}
+}
+
+// browserMessage is what a person at the page reads: the API's own words,
+// except for the token refusals, whose words speak to a command line
+// (--token, GRACKLE_TOKEN) where the page has a sign-in form.
+func browserMessage(reason, msg string) string {
+	switch reason {
+	case acl.ReasonTokenMissing:
+		return "this cluster has access control on: sign in with an ACL token"
+	case acl.ReasonTokenUnknown:
+		return "the token is unknown or was revoked: sign in with another ACL token"
+	}
+	return msg
 }
 
 func writeErr(w http.ResponseWriter, err error) {
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(httpStatus(status.Code(err)))
+	w.Header().Set("Cache-Control", "no-store")
+	code := httpStatus(status.Code(err))
+	if code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="grackle"`)
+	}
+	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(errorOf(err))
 }
 

@@ -111,7 +111,8 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", cfg.TLSCertFile, "serve the client API (gRPC and HTTP) with TLS: certificate file (PEM)")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", cfg.TLSKeyFile, "the API certificate's private key file (PEM)")
-	fs.StringVar(&cfg.TLSClientCAFile, "tls-client-ca-file", cfg.TLSClientCAFile, "require client certificates signed by this CA (mutual TLS; /healthz stays open)")
+	fs.StringVar(&cfg.TLSClientCAFile, "tls-client-ca-file", cfg.TLSClientCAFile, "require client certificates signed by this CA (mutual TLS; on the HTTP port /healthz and /readyz stay open, and --http-client-cert none asks for none there)")
+	fs.StringVar(&cfg.HTTPClientCert, "http-client-cert", cfg.HTTPClientCert, `client certificates on the HTTP port: require (as the gRPC port: with --tls-client-ca-file, for all but /healthz and /readyz) or none (HTTPS without asking for one, so browsers reach /ui/; an ACL token then guards /status, /metrics and the web view's data: needs TLS, and --acl beyond loopback)`)
 	fs.StringVar(&cfg.PeerTLSCertFile, "peer-tls-cert-file", cfg.PeerTLSCertFile, "peer TLS (Raft, forwarding): this node's peer certificate (PEM)")
 	fs.StringVar(&cfg.PeerTLSKeyFile, "peer-tls-key-file", cfg.PeerTLSKeyFile, "the peer certificate's private key (PEM)")
 	fs.StringVar(&cfg.PeerTLSCAFile, "peer-tls-ca-file", cfg.PeerTLSCAFile, "the CA that signs every peer's certificate; both sides verify")
@@ -183,6 +184,9 @@ func checkServerConfig(cfg server.Config) error {
 		return usagef("%v", err)
 	}
 	if err := server.CheckGCHeadroom(cfg.GCHeadroom); err != nil {
+		return usagef("%v", err)
+	}
+	if err := server.CheckHTTPClientCert(cfg); err != nil {
 		return usagef("%v", err)
 	}
 	if err := server.CheckExposure(cfg); err != nil {

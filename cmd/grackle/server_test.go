@@ -82,6 +82,7 @@ var allServerArgs = []string{
 	"--tls-cert-file", "/etc/grackle/api.crt",
 	"--tls-key-file", "/etc/grackle/api.key",
 	"--tls-client-ca-file", "/etc/grackle/client-ca.crt",
+	"--http-client-cert", "none",
 	"--peer-tls-cert-file", "/etc/grackle/peer.crt",
 	"--peer-tls-key-file", "/etc/grackle/peer.key",
 	"--peer-tls-ca-file", "/etc/grackle/peer-ca.crt",
@@ -150,6 +151,7 @@ func allServerConfig() server.Config {
 	want.TLSCertFile = "/etc/grackle/api.crt"
 	want.TLSKeyFile = "/etc/grackle/api.key"
 	want.TLSClientCAFile = "/etc/grackle/client-ca.crt"
+	want.HTTPClientCert = "none"
 	want.PeerTLSCertFile = "/etc/grackle/peer.crt"
 	want.PeerTLSKeyFile = "/etc/grackle/peer.key"
 	want.PeerTLSCAFile = "/etc/grackle/peer-ca.crt"
@@ -302,6 +304,13 @@ func TestServerErrors(t *testing.T) {
 			"grackle: server: --grpc-addr 0.0.0.0:7420 is beyond loopback without TLS and without --acl: give --tls-cert-file and --tls-key-file (TLS), and --acl (access control); or --insecure to accept plaintext without access control (docs/SECURITY.md, Threat model)\n"},
 		{"raft beyond loopback", nil, []string{"server", "--raft-addr", "10.0.0.1:7421"}, exitUsage,
 			"grackle: server: --raft-addr 10.0.0.1:7421 is beyond loopback without peer TLS (anyone who reaches it can write to the Raft log): give --peer-tls-cert-file, --peer-tls-key-file and --peer-tls-ca-file; or --insecure to accept plaintext without access control (docs/SECURITY.md, Threat model)\n"},
+		{"http-client-cert unknown", nil, []string{"server", "--http-client-cert", "optional"}, exitUsage,
+			"grackle: server: --http-client-cert: must be require or none, got \"optional\"\n"},
+		{"http-client-cert none without TLS", nil, []string{"server", "--http-client-cert", "none"}, exitUsage,
+			"grackle: server: --http-client-cert none serves the HTTP port over TLS without client certificates: give --tls-cert-file and --tls-key-file too (or drop --http-client-cert)\n"},
+		{"http-client-cert none beyond loopback without --acl", nil, []string{"server", "--http-client-cert", "none", "--http-addr", "0.0.0.0:7422",
+			"--tls-cert-file", "api.crt", "--tls-key-file", "api.key", "--tls-client-ca-file", "ca.crt"}, exitUsage,
+			"grackle: server: --http-addr 0.0.0.0:7422 is beyond loopback with --http-client-cert none and without --acl (anyone who reaches it reads /status, /metrics and the web view): give --acl (a token then guards them), or --http-client-cert require; or --insecure to accept plaintext without access control (docs/SECURITY.md, Threat model)\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			run := tc.run

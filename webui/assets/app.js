@@ -3,7 +3,9 @@
 // lock shown, follows its watch (server-sent events, read with fetch so
 // the access token can go in a header). Wait groups and barriers have no
 // watch: their pages poll every second while visible (see startLive). The
-// token lives in sessionStorage only: it ends with the browser tab.
+// ACL token the sign-in form takes lives in sessionStorage only (it ends
+// with the browser tab) and is sent as Authorization: Bearer, never in a
+// URL or a cookie.
 'use strict';
 
 const TOKEN_KEY = 'grackle-token';
@@ -22,7 +24,7 @@ class AuthError extends Error {}
 async function api(path) {
   const r = await fetch('/ui/api/' + path, { headers: headers(), cache: 'no-store' });
   if (r.status === 401 || r.status === 403) {
-    askToken(r.status === 403 ? 'This token may not read this. Use another one.' : 'This cluster requires an access token.');
+    askToken(await signInWhy(r, 'this'));
     throw new AuthError('auth');
   }
   const body = await r.json();
@@ -82,9 +84,27 @@ function showError(msg) {
   e.hidden = !msg;
 }
 
+// signInWhy is the sign-in prompt for a refused request (401 or 403),
+// chosen by the refusal's reason, never by its words. A token the cluster
+// does not know (revoked) is dropped from the tab.
+async function signInWhy(r, what) {
+  let reason = '';
+  try { reason = (await r.json()).reason || ''; } catch (e) { /* not JSON: a proxy's page */ }
+  if (r.status === 403) return 'This token may not read ' + what + ': sign in with another one.';
+  if (reason === 'TOKEN_UNKNOWN') {
+    sessionStorage.removeItem(TOKEN_KEY);
+    $('forget').hidden = true;
+    return 'That token is unknown or was revoked: sign in with another one.';
+  }
+  return 'This cluster has access control on: sign in with an ACL token.';
+}
+
 function askToken(why) {
   $('login-why').textContent = why;
-  $('login').hidden = false;
+  if ($('login').hidden) {
+    $('login').hidden = false;
+    $('token').focus();
+  }
 }
 
 $('login').addEventListener('submit', (ev) => {
@@ -362,7 +382,7 @@ async function follow(url, what, on) {
     try {
       const r = await fetch(url, { headers: headers(), signal: ctl.signal, cache: 'no-store' });
       if (r.status === 401 || r.status === 403) {
-        askToken(r.status === 403 ? 'This token may not read this ' + what + '.' : 'This cluster requires an access token.');
+        askToken(await signInWhy(r, 'this ' + what));
         setLive(on.badge, 'down', 'no access');
         return;
       }
