@@ -217,7 +217,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		}
 		if err := sleepCtx(dctx, c.backoff(attempt)); err != nil {
 			c.Close()
-			return nil, status.Errorf(codes.Unavailable, "no endpoint of %v answered within %v; last error: %s", cfg.Endpoints, cfg.DialTimeout, status.Convert(res.lastErr).Message())
+			return nil, status.Errorf(codes.Unavailable, "no endpoint of %v answered within %v (last error: %s)", cfg.Endpoints, cfg.DialTimeout, apierr.HopCause(res.lastErr))
 		}
 	}
 }
@@ -680,7 +680,7 @@ func (c *Client) invoke(ctx context.Context, pol policy, opts []grpc.CallOption,
 			d, redirected = 0, true
 		}
 		if serr := sleepCtx(ctx, d); serr != nil {
-			return status.Errorf(status.FromContextError(serr).Code(), "%v while retrying; last error: %v", serr, err)
+			return status.Errorf(status.FromContextError(serr).Code(), "%v while retrying; last error: %s", serr, apierr.HopCause(err))
 		}
 	}
 }

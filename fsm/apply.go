@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"strconv"
+
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
@@ -252,7 +254,7 @@ func (a *applier) updateNamespace(c *fsmpb.UpdateNamespace) *Error {
 		return namespaceNotFound(c.Name)
 	}
 	if ns.version != c.ExpectedVersion {
-		return invalid(msgVersionMismatch)
+		return versionMismatch()
 	}
 	oldSize := nsSize(ns)
 	ns.desc, ns.md, ns.version, ns.updatedAt = c.Description, copyMetadata(c.Metadata), ns.version+1, a.now
@@ -348,7 +350,7 @@ func (a *applier) updateSemaphore(c *fsmpb.UpdateSemaphore) *Error {
 		return semaphoreNotFound(c.NamespaceName, c.Name)
 	}
 	if sem.version != c.ExpectedVersion {
-		return invalid(msgVersionMismatch)
+		return versionMismatch()
 	}
 	// Compared with the stored holds, which still count holders whose
 	// lease expired but was not reaped: the conservative choice keeps
@@ -422,7 +424,8 @@ func (a *applier) lookupGrant(g *fsmpb.Grant) (semRec, leaseRec, leaseHold, bool
 	// is InvalidArgument even when the lease is also missing.
 	if g.Weight > sem.permits {
 		e := invalid("weight exceeds semaphore permits (weight %d, permits %d)", g.Weight, sem.permits)
-		e.Reason = ReasonWeightExceedsPermits
+		e.Reason, e.Field = ReasonWeightExceedsPermits, "weight"
+		e.Meta = map[string]string{MetaPermits: strconv.FormatInt(sem.permits, 10)}
 		return semRec{}, leaseRec{}, nil, false, e
 	}
 	li := s.identOf(ns.name, g.LeaseId)
@@ -603,7 +606,7 @@ func (a *applier) createLease(c *fsmpb.CreateLease) *Error {
 		return err
 	}
 	if !lock && len(c.Metadata) > 0 {
-		return invalid("metadata: a semaphore lease carries none")
+		return invalidField("metadata", "a semaphore lease carries none")
 	}
 	ns, ok := s.getNS(c.NamespaceName)
 	if !ok {

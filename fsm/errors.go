@@ -3,6 +3,8 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 )
 
 // Code classifies an FSM error. Each code maps onto exactly one gRPC status
@@ -48,6 +50,10 @@ type Error struct {
 	// Meta, when set, is the ErrorInfo's metadata beside the reason (a
 	// barrier's current generation, a wait group's status).
 	Meta map[string]string
+	// Field, when set, is the request field an InvalidArgument is about
+	// (its proto name); the API names it in a structured detail, so that
+	// a client can point at what its user gave without reading Msg.
+	Field string
 }
 
 // ReasonWeightExceedsPermits marks an acquire whose weight can never fit
@@ -79,11 +85,54 @@ var (
 // expected_version check.
 const msgVersionMismatch = "version mismatch"
 
+// versionMismatch is the failed expected_version check (Msg exactly
+// msgVersionMismatch, Field expected_version).
+func versionMismatch() *Error {
+	e := invalid(msgVersionMismatch)
+	e.Field = "expected_version"
+	return e
+}
+
 func errf(c Code, format string, a ...any) *Error {
 	return &Error{Code: c, Msg: fmt.Sprintf(format, a...)}
 }
 
 func invalid(format string, a ...any) *Error { return errf(CodeInvalidArgument, format, a...) }
+
+// invalidField is an InvalidArgument about one request field: the message
+// is "field: " and the rest.
+func invalidField(field, format string, a ...any) *Error {
+	e := errf(CodeInvalidArgument, "%s: "+format, append([]any{field}, a...)...)
+	e.Field = field
+	return e
+}
+
+// ReasonOutOfRange marks a number outside its bounds (the same string as
+// apierr.OutOfRange); Meta holds the bounds under MetaMin and MetaMax.
+const ReasonOutOfRange = "OUT_OF_RANGE"
+
+// Metadata keys of ReasonOutOfRange (apierr.KeyMin, KeyMax) and of
+// ReasonWeightExceedsPermits (apierr.KeyPermits).
+const (
+	MetaMin     = "min"
+	MetaMax     = "max"
+	MetaPermits = "permits"
+)
+
+// noMax is outOfRange's max for a number without an upper bound.
+const noMax = math.MaxInt64
+
+// outOfRange is invalidField for a number outside min..max (inclusive;
+// max noMax: no upper bound), with the bounds in Meta.
+func outOfRange(field string, min, max int64, format string, a ...any) *Error {
+	e := invalidField(field, format, a...)
+	e.Reason = ReasonOutOfRange
+	e.Meta = map[string]string{MetaMin: strconv.FormatInt(min, 10)}
+	if max != noMax {
+		e.Meta[MetaMax] = strconv.FormatInt(max, 10)
+	}
+	return e
+}
 
 // Not-found reasons: which thing is missing (the same strings as package
 // apierr's; rpc's tests check they agree).

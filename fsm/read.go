@@ -70,11 +70,11 @@ func decodeToken(kind, tok string) (cursor, bool, *Error) {
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(tok)
 	if err != nil {
-		return cursor{}, false, invalid("pagination_token: malformed")
+		return cursor{}, false, invalidField("pagination_token", "malformed")
 	}
 	parts := strings.SplitN(string(raw), "|", 3)
 	if len(parts) != 3 || parts[0] != kind || (parts[1] != "f" && parts[1] != "b") {
-		return cursor{}, false, invalid("pagination_token: malformed or from another list")
+		return cursor{}, false, invalidField("pagination_token", "malformed or from another list")
 	}
 	return cursor{backward: parts[1] == "b", key: parts[2]}, true, nil
 }
@@ -85,7 +85,7 @@ func ValidateLimit(limit int32) (int, error) {
 		return DefaultPageSize, nil
 	}
 	if limit < 0 || limit > MaxPageSize {
-		return 0, invalid("limit: must be 0 (default %d) or 1..%d, got %d", DefaultPageSize, MaxPageSize, limit)
+		return 0, outOfRange("limit", 0, MaxPageSize, "must be 0 (default %d) or 1..%d, got %d", DefaultPageSize, MaxPageSize, limit)
 	}
 	return int(limit), nil
 }
@@ -118,7 +118,7 @@ func (sc listScope[T]) page(limit int32, token string) (Page[T], *Error) {
 	if has {
 		var ok bool
 		if pv, ok = sc.pivot(cur.key); !ok {
-			return Page[T]{}, invalid("pagination_token: malformed position")
+			return Page[T]{}, invalidField("pagination_token", "malformed position")
 		}
 	}
 	if !has || !cur.backward {

@@ -146,7 +146,7 @@ func checkMemberRecord(m memberRec) error {
 // operator's --node-id).
 func validateMemberField(field, v string) *Error {
 	if len(v) > MaxMemberFieldBytes {
-		return invalid("%s: must be at most %d bytes, got %d", field, MaxMemberFieldBytes, len(v))
+		return invalidField(field, "must be at most %d bytes, got %d", MaxMemberFieldBytes, len(v))
 	}
 	return printableUTF8(field, v)
 }

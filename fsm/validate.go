@@ -3,8 +3,9 @@ package fsm
 import (
 	"fmt"
 
-	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 	"unicode/utf8"
+
+	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 )
 
 // Bounds of docs/API.md, Names and text.
@@ -160,11 +161,11 @@ func isBase62(c byte) bool {
 // [-_0-9a-zA-Z]. field names the request field in the error.
 func ValidateName(field, v string) error {
 	if len(v) < 1 || len(v) > MaxNameBytes {
-		return invalid("%s: must be 1..%d bytes, got %d", field, MaxNameBytes, len(v))
+		return invalidField(field, "must be 1..%d bytes, got %d", MaxNameBytes, len(v))
 	}
 	for i := 0; i < len(v); i++ {
 		if !isNameByte(v[i]) {
-			return invalid("%s: may contain only [-_0-9a-zA-Z], found %q at byte %d", field, v[i], i)
+			return invalidField(field, "may contain only [-_0-9a-zA-Z], found %q at byte %d", v[i], i)
 		}
 	}
 	return nil
@@ -173,7 +174,7 @@ func ValidateName(field, v string) error {
 // ValidateProcessID checks process_id: 1..128 bytes of printable UTF-8.
 func ValidateProcessID(field, v string) error {
 	if len(v) < 1 || len(v) > MaxProcessIDBytes {
-		return invalid("%s: must be 1..%d bytes, got %d", field, MaxProcessIDBytes, len(v))
+		return invalidField(field, "must be 1..%d bytes, got %d", MaxProcessIDBytes, len(v))
 	}
 	if err := printableUTF8(field, v); err != nil {
 		return err
@@ -184,11 +185,11 @@ func ValidateProcessID(field, v string) error {
 // printableUTF8 checks that v is valid UTF-8 without control characters.
 func printableUTF8(field, v string) *Error {
 	if !utf8.ValidString(v) {
-		return invalid("%s: must be valid UTF-8", field)
+		return invalidField(field, "must be valid UTF-8")
 	}
 	for i, r := range v {
 		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return invalid("%s: must be printable, found control character %U at byte %d", field, r, i)
+			return invalidField(field, "must be printable, found control character %U at byte %d", r, i)
 		}
 	}
 	return nil
@@ -197,10 +198,10 @@ func printableUTF8(field, v string) *Error {
 // ValidateDescription checks a description: at most 1024 bytes of UTF-8.
 func ValidateDescription(field, v string) error {
 	if len(v) > MaxDescriptionBytes {
-		return invalid("%s: must be at most %d bytes, got %d", field, MaxDescriptionBytes, len(v))
+		return invalidField(field, "must be at most %d bytes, got %d", MaxDescriptionBytes, len(v))
 	}
 	if !utf8.ValidString(v) {
-		return invalid("%s: must be valid UTF-8", field)
+		return invalidField(field, "must be valid UTF-8")
 	}
 	return nil
 }
@@ -209,23 +210,27 @@ func ValidateDescription(field, v string) error {
 // bytes, values at most 256 bytes, all valid UTF-8.
 func ValidateMetadata(field string, md map[string]string) error {
 	if len(md) > MaxMetadataEntries {
-		return invalid("%s: at most %d entries, got %d", field, MaxMetadataEntries, len(md))
+		return invalidField(field, "at most %d entries, got %d", MaxMetadataEntries, len(md))
 	}
 	for _, k := range sortedKeys(md) {
 		v := md[k]
 		if len(k) < 1 || len(k) > MaxMetadataKeyBytes {
-			return invalid("%s: keys must be 1..%d bytes, got a key of %d bytes", field, MaxMetadataKeyBytes, len(k))
+			return invalidField(field, "keys must be 1..%d bytes, got a key of %d bytes", MaxMetadataKeyBytes, len(k))
 		}
 		if len(v) > MaxMetadataValBytes {
-			return invalid("%s[%q]: values must be at most %d bytes, got %d", field, k, MaxMetadataValBytes, len(v))
+			e := invalid("%s[%q]: values must be at most %d bytes, got %d", field, k, MaxMetadataValBytes, len(v))
+			e.Field = field
+			return e
 		}
 		// The API's decoder refuses invalid UTF-8; a Raft entry or a
 		// snapshot record did not go through it.
 		if !utf8.ValidString(k) {
-			return invalid("%s: keys must be valid UTF-8", field)
+			return invalidField(field, "keys must be valid UTF-8")
 		}
 		if !utf8.ValidString(v) {
-			return invalid("%s[%q]: values must be valid UTF-8", field, k)
+			e := invalid("%s[%q]: values must be valid UTF-8", field, k)
+			e.Field = field
+			return e
 		}
 	}
 	return nil
@@ -252,11 +257,11 @@ func IsLockLeaseID(v string) bool { return len(v) >= 3 && v[:3] == LockLeaseIDPr
 
 func validateLeaseID(field, v, prefix string) error {
 	if len(v) < len(prefix)+MinLeaseIDRandom || len(v) > MaxLeaseIDBytes || v[:len(prefix)] != prefix {
-		return invalid("%s: must be %q followed by %d..%d base62 characters, got %q", field, prefix, MinLeaseIDRandom, MaxLeaseIDBytes-len(prefix), truncate(v, 80))
+		return invalidField(field, "must be %q followed by %d..%d base62 characters, got %q", prefix, MinLeaseIDRandom, MaxLeaseIDBytes-len(prefix), truncate(v, 80))
 	}
 	for i := len(prefix); i < len(v); i++ {
 		if !isBase62(v[i]) {
-			return invalid("%s: must be %q followed by base62 characters, found %q at byte %d", field, prefix, v[i], i)
+			return invalidField(field, "must be %q followed by base62 characters, found %q at byte %d", prefix, v[i], i)
 		}
 	}
 	return nil
@@ -266,18 +271,18 @@ func validateLeaseID(field, v, prefix string) error {
 // [-_0-9a-zA-Z]+ joined by '/' (no empty segment: not "a//b", "/a", "a/").
 func ValidateLockName(field, v string) error {
 	if len(v) < 1 || len(v) > MaxLockNameBytes {
-		return invalid("%s: must be 1..%d bytes, got %d", field, MaxLockNameBytes, len(v))
+		return invalidField(field, "must be 1..%d bytes, got %d", MaxLockNameBytes, len(v))
 	}
 	for i := 0; i < len(v); i++ {
 		c := v[i]
 		if c == '/' {
 			if i == 0 || i == len(v)-1 || v[i-1] == '/' {
-				return invalid("%s: empty path segment at byte %d (a lock name is segments of [-_0-9a-zA-Z] joined by '/')", field, i)
+				return invalidField(field, "empty path segment at byte %d (a lock name is segments of [-_0-9a-zA-Z] joined by '/')", i)
 			}
 			continue
 		}
 		if !isNameByte(c) {
-			return invalid("%s: may contain only [-_0-9a-zA-Z] and '/' between segments, found %q at byte %d", field, c, i)
+			return invalidField(field, "may contain only [-_0-9a-zA-Z] and '/' between segments, found %q at byte %d", c, i)
 		}
 	}
 	return nil
@@ -286,7 +291,7 @@ func ValidateLockName(field, v string) error {
 // ValidatePermits checks permits: 1..max.
 func ValidatePermits(field string, v, max int64) error {
 	if v < 1 || v > max {
-		return invalid("%s: must be 1..%d, got %d", field, max, v)
+		return outOfRange(field, 1, max, "must be 1..%d, got %d", max, v)
 	}
 	return nil
 }
@@ -294,7 +299,7 @@ func ValidatePermits(field string, v, max int64) error {
 // ValidateTTL checks ttl_seconds: 1..max.
 func ValidateTTL(field string, v, max int64) error {
 	if v < 1 || v > max {
-		return invalid("%s: must be 1..%d, got %d", field, max, v)
+		return outOfRange(field, 1, max, "must be 1..%d, got %d", max, v)
 	}
 	return nil
 }
@@ -302,7 +307,7 @@ func ValidateTTL(field string, v, max int64) error {
 // ValidateWeight checks an acquire weight (>= 1).
 func ValidateWeight(field string, v int64) error {
 	if v < 1 {
-		return invalid("%s: must be >= 1, got %d", field, v)
+		return outOfRange(field, 1, noMax, "must be >= 1, got %d", v)
 	}
 	return nil
 }
@@ -310,7 +315,7 @@ func ValidateWeight(field string, v int64) error {
 // ValidateExpectedVersion checks expected_version (>= 1).
 func ValidateExpectedVersion(field string, v int64) error {
 	if v < 1 {
-		return invalid("%s: must be >= 1, got %d", field, v)
+		return outOfRange(field, 1, noMax, "must be >= 1, got %d", v)
 	}
 	return nil
 }

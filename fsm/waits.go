@@ -352,7 +352,7 @@ func ValidateJobID(field, v string) error { return ValidateName(field, v) }
 // ValidateCount checks a count field that must be 1..max.
 func ValidateCount(field string, v, max int64) error {
 	if v < 1 || v > max {
-		return invalid("%s: must be 1..%d, got %d", field, max, v)
+		return outOfRange(field, 1, max, "must be 1..%d, got %d", max, v)
 	}
 	return nil
 }
@@ -361,7 +361,7 @@ func ValidateCount(field string, v, max int64) error {
 // delete_inactive_after_seconds: 0 (never) up to 30 days.
 func ValidateKeepSeconds(field string, v int64) error {
 	if v < 0 || v > MaxKeepSeconds {
-		return invalid("%s: must be 0 (never) or 1..%d (30 days), got %d", field, MaxKeepSeconds, v)
+		return outOfRange(field, 0, MaxKeepSeconds, "must be 0 (never) or 1..%d (30 days), got %d", MaxKeepSeconds, v)
 	}
 	return nil
 }
@@ -369,14 +369,14 @@ func ValidateKeepSeconds(field string, v int64) error {
 // ValidateGeneration checks an expected_generation (>= 1).
 func ValidateGeneration(field string, v int64) error {
 	if v < 1 {
-		return invalid("%s: must be >= 1 (generations start at 1), got %d", field, v)
+		return outOfRange(field, 1, noMax, "must be >= 1 (generations start at 1), got %d", v)
 	}
 	return nil
 }
 
 func validateExpiresAt(field string, v, now int64) *Error {
 	if v != 0 && v <= now {
-		return invalid("%s: must be 0 (never) or later than the leader's now (%d), got %d", field, now, v)
+		return invalidField(field, "must be 0 (never) or later than the leader's now (%d), got %d", now, v)
 	}
 	return nil
 }
@@ -492,7 +492,7 @@ func (a *applier) updateWaitGroup(c *fsmpb.UpdateWaitGroup) *Error {
 		return err
 	}
 	if w.version != c.ExpectedVersion {
-		return invalid(msgVersionMismatch)
+		return versionMismatch()
 	}
 	if w.status != pb.WaitGroupStatus_WAIT_GROUP_STATUS_ACTIVE {
 		return notActive(w, "only an active wait group can be updated")
@@ -542,7 +542,7 @@ func (a *applier) completeJobs(c *fsmpb.CompleteJobs) *Error {
 		return err
 	}
 	if n := int64(len(c.Jobs)); n < 1 || n > s.limits.MaxJobsPerCall {
-		return invalid("jobs: must hold 1..%d jobs, got %d", s.limits.MaxJobsPerCall, n)
+		return invalidField("jobs", "must hold 1..%d jobs, got %d", s.limits.MaxJobsPerCall, n)
 	}
 	for i, j := range c.Jobs {
 		if err := firstErr(ValidateJobID("jobs["+strconv.Itoa(i)+"].job_id", j.GetJobId()),
@@ -576,7 +576,7 @@ func (a *applier) completeJobs(c *fsmpb.CompleteJobs) *Error {
 		return notActive(w, "it takes no new jobs")
 	}
 	if w.completed+int64(len(fresh)) > w.counter {
-		return invalid("jobs: too many jobs: %d new would take completed_jobs to %d, past counter %d", len(fresh), w.completed+int64(len(fresh)), w.counter)
+		return invalidField("jobs", "too many jobs: %d new would take completed_jobs to %d, past counter %d", len(fresh), w.completed+int64(len(fresh)), w.counter)
 	}
 	if err := s.overQuota(); err != nil {
 		return err
@@ -666,7 +666,7 @@ func (a *applier) updateBarrier(c *fsmpb.UpdateBarrier) *Error {
 		return err
 	}
 	if b.version != c.ExpectedVersion {
-		return invalid(msgVersionMismatch)
+		return versionMismatch()
 	}
 	if c.ExpectedProcesses < b.arrived {
 		return errf(CodeFailedPrecondition, "expected_processes: %d is below the %d processes arrived at generation %d",

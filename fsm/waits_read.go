@@ -137,7 +137,7 @@ func (f *FSM) ListBarrierParticipants(ns, name string, gen int64, limit int32, t
 	s, done := f.read()
 	defer done()
 	if gen < 0 {
-		return Page[*pb.BarrierParticipant]{}, 0, invalid("generation: must be 0 (the current one) or >= 1, got %d", gen)
+		return Page[*pb.BarrierParticipant]{}, 0, outOfRange("generation", 0, noMax, "must be 0 (the current one) or >= 1, got %d", gen)
 	}
 	b, err := s.barrierAt(ns, name)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
@@ -86,7 +85,7 @@ func (s *Service) Bootstrap(ctx context.Context, r *pb.BootstrapRequest) (*pb.Bo
 // CreateToken creates a token; its secret is in this response only.
 func (s *Service) CreateToken(ctx context.Context, r *pb.CreateTokenRequest) (*pb.CreateTokenResponse, error) {
 	if fsm.RoleRank(r.Role) == 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "role: must be read, write or admin, got %q", r.Role)
+		return nil, apierr.InvalidField("role", fmt.Sprintf("must be read, write or admin, got %q", r.Role))
 	}
 	var nsErr error
 	if r.Namespace != fsm.AnyNamespace {

@@ -40,13 +40,12 @@ func statusFromFSM(e *fsm.Error) error {
 	default:
 		c = codes.Internal
 	}
-	if e.Reason != "" && len(e.Meta) > 0 {
-		return apierr.NewWithMetadata(c, e.Reason, e.Msg, e.Meta)
-	}
+	st := status.New(c, e.Msg)
 	if e.Reason != "" {
-		return apierr.New(c, e.Reason, "", apierr.Leader{}, e.Msg)
+		st = apierr.WithMetadata(st, e.Reason, e.Meta)
 	}
-	return status.Error(c, e.Msg)
+	// An error about one request field names it (apierr.FieldOf).
+	return apierr.WithField(st, e.Field, "").Err()
 }
 
 // toStatus converts any error of a handler's work into a gRPC status: FSM

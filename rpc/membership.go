@@ -27,26 +27,26 @@ import (
 func checkAddress(field, v string) error {
 	host, port, err := net.SplitHostPort(v)
 	if err != nil {
-		return status.Errorf(codes.InvalidArgument, "%s: must be host:port, got %q", field, v)
+		return apierr.InvalidField(field, fmt.Sprintf("must be host:port, got %q", v))
 	}
 	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-		return status.Errorf(codes.InvalidArgument, "%s: port must be 1..65535, got %q", field, port)
+		return apierr.InvalidField(field, fmt.Sprintf("port must be 1..65535, got %q", port))
 	}
 	if net.ParseIP(host) != nil {
 		return nil
 	}
 	if host == "" || len(host) > 253 {
-		return status.Errorf(codes.InvalidArgument, "%s: host must be 1..253 bytes, got %d", field, len(host))
+		return apierr.InvalidField(field, fmt.Sprintf("host must be 1..253 bytes, got %d", len(host)))
 	}
 	for _, label := range strings.Split(host, ".") {
 		if label == "" || len(label) > 63 {
-			return status.Errorf(codes.InvalidArgument, "%s: host %q is not a host name", field, host)
+			return apierr.InvalidField(field, fmt.Sprintf("host %q is not a host name", host))
 		}
 		for i := 0; i < len(label); i++ {
 			c := label[i]
 			ok := c == '-' || c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
 			if !ok {
-				return status.Errorf(codes.InvalidArgument, "%s: host %q may contain only letters, digits, '-', '_' and '.'", field, host)
+				return apierr.InvalidField(field, fmt.Sprintf("host %q may contain only letters, digits, '-', '_' and '.'", host))
 			}
 		}
 	}

@@ -30,6 +30,10 @@ func TestFSMReasonMatchesContract(t *testing.T) {
 		fsm.ReasonLeaseNotFound:        apierr.LeaseNotFound,
 		fsm.ReasonTokenNotFound:        apierr.TokenNotFound,
 		fsm.ReasonStateQuota:           apierr.StateQuota,
+		fsm.ReasonOutOfRange:           apierr.OutOfRange,
+		fsm.MetaMin:                    apierr.KeyMin,
+		fsm.MetaMax:                    apierr.KeyMax,
+		fsm.MetaPermits:                apierr.KeyPermits,
 	} {
 		if fsmReason != contract {
 			t.Errorf("fsm and apierr disagree: %s vs %s", fsmReason, contract)
@@ -181,4 +185,73 @@ func TestErrorReasons(t *testing.T) {
 			}
 		}
 	})
+}
+
+// An InvalidArgument about one field names it in a BadRequest detail, and
+// a number out of its bounds carries them (reason OUT_OF_RANGE), whether
+// the API layer or the state machine refused it, on the leader or through
+// a forwarding follower: a client points at what its user gave without
+// reading the message.
+func TestFieldDetails(t *testing.T) {
+	c := servertest.Start(t, 3, nil)
+	li := c.Leader()
+	ids := seed(t, c.Client(li), "fd", "s", 5, 1, 60)
+	type want struct {
+		field    string
+		bounds   apierr.Bounds
+		inRange  bool // want bounds
+		metadata map[string]string
+	}
+	for name, i := range map[string]int{"leader": li, "follower": c.Follower()} {
+		cl, cc := c.Client(i), c.ClusterClient(i)
+		for what, cs := range map[string]struct {
+			call func() error
+			want want
+		}{
+			"timeout_seconds (rpc)": {func() error {
+				_, err := cl.AcquireSemaphore(ctxT(t), &pb.AcquireSemaphoreRequest{NamespaceName: "fd", SemaphoreName: "s", LeaseId: ids[0], Weight: 1, TimeoutSeconds: 600})
+				return err
+			}, want{field: "timeout_seconds", bounds: apierr.Bounds{Min: 0, Max: 300, HasMax: true}, inRange: true}},
+			"ttl_seconds (fsm)": {func() error {
+				_, err := cl.CreateSemaphoreLease(ctxT(t), &pb.CreateSemaphoreLeaseRequest{NamespaceName: "fd", ProcessId: "p", TtlSeconds: 330})
+				return err
+			}, want{field: "ttl_seconds", bounds: apierr.Bounds{Min: 1, Max: 300, HasMax: true}, inRange: true}},
+			"weight without upper bound": {func() error {
+				_, err := cl.AcquireSemaphore(ctxT(t), &pb.AcquireSemaphoreRequest{NamespaceName: "fd", SemaphoreName: "s", LeaseId: ids[0], Weight: -1})
+				return err
+			}, want{field: "weight", bounds: apierr.Bounds{Min: 1}, inRange: true}},
+			"weight exceeds permits (applied)": {func() error {
+				_, err := cl.AcquireSemaphore(ctxT(t), &pb.AcquireSemaphoreRequest{NamespaceName: "fd", SemaphoreName: "s", LeaseId: ids[0], Weight: 6})
+				return err
+			}, want{field: "weight", metadata: map[string]string{apierr.KeyPermits: "5"}}},
+			"semaphore_name": {func() error {
+				_, err := cl.CreateSemaphore(ctxT(t), &pb.CreateSemaphoreRequest{NamespaceName: "fd", SemaphoreName: "bad name", Permits: 1})
+				return err
+			}, want{field: "semaphore_name"}},
+			"expected_version (applied)": {func() error {
+				_, err := cl.UpdateNamespace(ctxT(t), &pb.UpdateNamespaceRequest{NamespaceName: "fd", ExpectedVersion: 99})
+				return err
+			}, want{field: "expected_version"}},
+			"raft_address": {func() error {
+				_, err := cc.AddMember(ctxT(t), &pb.AddMemberRequest{NodeId: "n9", RaftAddress: "nohostport", GrpcAddress: "127.0.0.1:1"})
+				return err
+			}, want{field: "raft_address"}},
+		} {
+			err := cs.call()
+			wantCode(t, err, codes.InvalidArgument)
+			field, desc := apierr.FieldOf(err)
+			if field != cs.want.field || desc == "" {
+				t.Errorf("%s, %s: field %q (%q), want %q; err %v", name, what, field, desc, cs.want.field, err)
+			}
+			b, ok := apierr.BoundsOf(err)
+			if ok != cs.want.inRange || b != cs.want.bounds {
+				t.Errorf("%s, %s: bounds %+v %v, want %+v %v", name, what, b, ok, cs.want.bounds, cs.want.inRange)
+			}
+			for k, v := range cs.want.metadata {
+				if got := apierr.Info(err).GetMetadata()[k]; got != v {
+					t.Errorf("%s, %s: metadata %s = %q, want %q", name, what, k, got, v)
+				}
+			}
+		}
+	}
 }

@@ -1,11 +1,10 @@
 package rpc
 
 import (
+	"fmt"
 	"unicode"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
 )
 
@@ -30,7 +29,7 @@ func checkLimit(limit int32) error {
 
 func checkTimeout(field string, v, max int64) error {
 	if v < 0 || v > max {
-		return status.Errorf(codes.InvalidArgument, "%s: must be 0..%d, got %d", field, max, v)
+		return apierr.FieldOutOfRange(field, 0, max, fmt.Sprintf("must be 0..%d, got %d", max, v))
 	}
 	return nil
 }
@@ -44,7 +43,7 @@ func checkTimeout(field string, v, max int64) error {
 func checkPrintable(field, v string) error {
 	for i, r := range v {
 		if r >= 0x80 && !unicode.IsPrint(r) {
-			return status.Errorf(codes.InvalidArgument, "%s: must be printable, found %U at byte %d", field, r, i)
+			return apierr.InvalidField(field, fmt.Sprintf("must be printable, found %U at byte %d", r, i))
 		}
 	}
 	return nil

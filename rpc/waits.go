@@ -2,12 +2,12 @@ package rpc
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"strconv"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
 	"github.com/grackle-coord/grackle/leader"
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
@@ -20,14 +20,14 @@ import (
 
 func checkNonNegative(field string, v int64) error {
 	if v < 0 {
-		return status.Errorf(codes.InvalidArgument, "%s: must be >= 0, got %d", field, v)
+		return apierr.FieldOutOfRange(field, 0, math.MaxInt64, fmt.Sprintf("must be >= 0, got %d", v))
 	}
 	return nil
 }
 
 func checkJobs(jobs []*pb.WaitGroupJob, max int64) error {
 	if n := int64(len(jobs)); n < 1 || n > max {
-		return status.Errorf(codes.InvalidArgument, "jobs: must hold 1..%d jobs, got %d", max, n)
+		return apierr.InvalidField("jobs", fmt.Sprintf("must hold 1..%d jobs, got %d", max, n))
 	}
 	for i, j := range jobs {
 		if err := firstInvalid(fsm.ValidateJobID("jobs["+strconv.Itoa(i)+"].job_id", j.GetJobId()),

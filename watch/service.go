@@ -171,10 +171,11 @@ func statusOf(err error) error {
 		case fsm.CodeNotFound:
 			c = codes.NotFound
 		}
+		st := status.New(c, fe.Msg)
 		if fe.Reason != "" {
-			return apierr.New(c, fe.Reason, "", apierr.Leader{}, fe.Msg)
+			st = apierr.WithMetadata(st, fe.Reason, fe.Meta)
 		}
-		return status.Error(c, fe.Msg)
+		return apierr.WithField(st, fe.Field, "").Err()
 	}
 	if _, ok := status.FromError(err); ok {
 		return err

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 
 	"github.com/spf13/cobra"
 
+	"github.com/grackle-coord/grackle/acl"
+	"github.com/grackle-coord/grackle/apierr"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -15,12 +18,7 @@ func (a *app) aclCmd() *cobra.Command {
 	token := &cobra.Command{
 		Use:   "token",
 		Short: "Create, list and revoke access tokens",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usagef("unknown command %q (see grackle acl token --help)", args[0])
-			}
-			return cmd.Help()
-		},
+		RunE:  unknownSubcommand,
 	}
 	token.AddCommand(a.aclTokenCreateCmd(), a.aclTokenListCmd(), a.aclTokenRevokeCmd())
 	cmd.AddCommand(a.aclBootstrapCmd(), token)
@@ -55,6 +53,9 @@ cluster; its secret is printed only now (-o id prints just the secret).`,
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.BootstrapResponse, error) {
 				return c.client.Bootstrap(ctx, &pb.BootstrapRequest{Description: desc})
 			})
+			if a.token == "" && refusedFor(err, acl.ReasonTokenMissing) {
+				resp, err = a.bootstrapDirect(cmd, desc)
+			}
 			if err != nil {
 				return err
 			}
@@ -78,10 +79,10 @@ func (a *app) aclTokenCreateCmd() *cobra.Command {
 			switch role {
 			case "read", "write", "admin":
 			default:
-				return usagef("role: must be read, write or admin, got %q", role)
+				return flagError(cmd, "role", "must be read, write or admin")
 			}
 			if ns == "" {
-				return usagef("namespace: required (a namespace name, or \"*\" for every namespace)")
+				return usagef("--namespace is required (a namespace name, or \"*\" for every namespace)")
 			}
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.CreateTokenResponse, error) {
 				return c.client.CreateToken(ctx, &pb.CreateTokenRequest{Role: role, Namespace: ns, Description: desc})
@@ -139,4 +140,33 @@ func (a *app) aclTokenRevokeCmd() *cobra.Command {
 			return a.show(view{msg: resp, ids: []string{args[0]}, done: "revoked token " + args[0]})
 		},
 	}
+}
+
+// bootstrapDirect calls Bootstrap on the first endpoint that answers, not
+// through the Go client. The client's first contact asks for the cluster
+// status, which a bootstrapped cluster answers only with a token, while
+// Bootstrap itself needs none: without a token, a second bootstrap would
+// learn "this call needs a token" instead of Bootstrap's own answer, that
+// the cluster is already bootstrapped. A follower forwards the call to
+// the leader.
+func (a *app) bootstrapDirect(cmd *cobra.Command, desc string) (*pb.BootstrapResponse, error) {
+	ctx, cancel := context.WithTimeout(cmdContext(cmd), a.timeout)
+	defer cancel()
+	conn, _, err := a.dialFirst(ctx, min(connectTimeout, a.timeout))
+	if err != nil {
+		return nil, a.connectError(cmdContext(cmd), err)
+	}
+	defer conn.Close()
+	resp, err := pb.NewACLServiceClient(conn).Bootstrap(ctx, &pb.BootstrapRequest{Description: desc})
+	if err != nil {
+		return nil, a.callError(cmdContext(cmd), err)
+	}
+	return resp, nil
+}
+
+// refusedFor reports whether a command's error is the server's refusal
+// with reason (its ErrorInfo, never the message).
+func refusedFor(err error, reason string) bool {
+	var ee *exitError
+	return errors.As(err, &ee) && ee.callErr != nil && apierr.ReasonOf(ee.callErr) == reason
 }

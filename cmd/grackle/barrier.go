@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/client"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
@@ -44,7 +45,7 @@ waits, in one line of a shell script.`
 // participants, where 0 is the current one).
 func checkGeneration(cmd *cobra.Command, gen, min int64) error {
 	if changed(cmd, "generation") && gen < min {
-		return usagef("generation: must be at least %d, got %d", min, gen)
+		return flagError(cmd, "generation", "must be at least %d", min)
 	}
 	return nil
 }
@@ -68,7 +69,7 @@ it after that long without an arrival (0, the default: never; at most 720h).`,
 			if err := checkAtLeastOne(cmd, "expected-processes", expected, true, "how many processes trip the barrier"); err != nil {
 				return err
 			}
-			secs, err := keepSeconds("delete-inactive-after", inactive)
+			secs, err := keepSeconds(cmd, "delete-inactive-after", inactive)
 			if err != nil {
 				return err
 			}
@@ -119,7 +120,7 @@ func (a *app) barrierListCmd() *cobra.Command {
 		Short: "List the barriers of a namespace, ordered by name",
 		Args:  positional("NAMESPACE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := lf.check(); err != nil {
+			if err := lf.check(cmd); err != nil {
 				return err
 			}
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.ListBarriersResponse, error) {
@@ -166,7 +167,7 @@ instead of being overwritten.`,
 			if err := checkAtLeastOne(cmd, "expected-processes", expected, false, ""); err != nil {
 				return err
 			}
-			secs, err := keepSeconds("delete-inactive-after", inactive)
+			secs, err := keepSeconds(cmd, "delete-inactive-after", inactive)
 			if err != nil {
 				return err
 			}
@@ -308,7 +309,7 @@ generation mismatch); 2 bad input; 130 interrupted.`,
 				return err
 			}
 			waiting := changed(cmd, "wait")
-			if _, err := wholeSeconds("wait", wait, 0); err != nil {
+			if _, err := wholeSeconds(cmd, "wait", wait, 0); err != nil {
 				return err
 			}
 			meta, err := parseMetadata(md)
@@ -323,7 +324,7 @@ generation mismatch); 2 bad input; 130 interrupted.`,
 				return c.client.Barrier(args[0], args[1]).Arrive(ctx, processID, gen, opts...)
 			})
 			if err != nil {
-				return generationExit("barrier arrive", err)
+				return generationExit(err, args[1], gen)
 			}
 			if !waiting {
 				return a.show(arrivalView(arr))
@@ -332,7 +333,7 @@ generation mismatch); 2 bad input; 130 interrupted.`,
 				// Its own arrival tripped it (or a retry found it tripped).
 				return a.show(barrierWaitView(&pb.WaitAtBarrierResponse{Barrier: arr.State, Outcome: pb.BarrierWaitOutcome_BARRIER_WAIT_OUTCOME_TRIPPED}, arr.Generation))
 			}
-			return a.barrierWait(cmd, args[0], args[1], arr.Generation, wait, "barrier arrive")
+			return a.barrierWait(cmd, args[0], args[1], arr.Generation, wait)
 		},
 	}
 	cmd.Flags().StringVar(&processID, "process-id", "", "who arrives, 1..128 bytes, stable across retries (required)")
@@ -372,7 +373,7 @@ generation not begun); 2 bad input; 130 interrupted.`,
 			if err := checkGeneration(cmd, gen, 1); err != nil {
 				return err
 			}
-			if _, err := wholeSeconds("wait", wait, 0); err != nil {
+			if _, err := wholeSeconds(cmd, "wait", wait, 0); err != nil {
 				return err
 			}
 			if gen == 0 {
@@ -384,7 +385,7 @@ generation not begun); 2 bad input; 130 interrupted.`,
 				}
 				gen = resp.GetBarrier().GetGeneration()
 			}
-			return a.barrierWait(cmd, args[0], args[1], gen, wait, "barrier wait")
+			return a.barrierWait(cmd, args[0], args[1], gen, wait)
 		},
 	}
 	cmd.Flags().Int64Var(&gen, "generation", 0, "the generation to wait for (default: the current one)")
@@ -394,8 +395,8 @@ generation not begun); 2 bad input; 130 interrupted.`,
 
 // barrierWait waits up to wait for generation gen of barrier ns/name to
 // trip, shows the answer and returns the exit error of a wait that did
-// not see the trip. what names the command in messages.
-func (a *app) barrierWait(cmd *cobra.Command, ns, name string, gen int64, wait time.Duration, what string) error {
+// not see the trip.
+func (a *app) barrierWait(cmd *cobra.Command, ns, name string, gen int64, wait time.Duration) error {
 	stop, err := a.waitProgress(cmd, fmt.Sprintf("barrier %s/%s generation %d", ns, name, gen), wait,
 		func(ctx context.Context, cli *client.Client) string {
 			r, err := cli.GetBarrier(ctx, &pb.GetBarrierRequest{NamespaceName: ns, BarrierName: name})
@@ -414,7 +415,7 @@ func (a *app) barrierWait(cmd *cobra.Command, ns, name string, gen int64, wait t
 	})
 	stop()
 	if err != nil {
-		return err
+		return generationExit(err, name, gen)
 	}
 	if err := a.show(barrierWaitView(resp, gen)); err != nil {
 		return err
@@ -427,20 +428,29 @@ func (a *app) barrierWait(cmd *cobra.Command, ns, name string, gen int64, wait t
 		if wait > 0 {
 			within = "within " + wait.String()
 		}
-		return &exitError{code: exitNotAcquired, msg: fmt.Sprintf("%s: TIMED_OUT: barrier %q generation %d has not tripped %s (%s)",
-			what, name, gen, within, arrivalsText(resp.GetBarrier(), gen))}
+		return &exitError{code: exitNotAcquired, msg: fmt.Sprintf("TIMED_OUT: barrier %q generation %d has not tripped %s (%s)",
+			name, gen, within, arrivalsText(resp.GetBarrier(), gen))}
 	default:
-		return &exitError{code: exitCallFailed, msg: fmt.Sprintf("%s: unexpected outcome %s", what, resp.GetOutcome())}
+		return &exitError{code: exitCallFailed, msg: fmt.Sprintf("unexpected outcome %s", resp.GetOutcome())}
 	}
 }
 
-// generationExit rewrites a *client.GenerationError into one clear line
-// (exit 1); other errors pass unchanged.
-func generationExit(what string, err error) error {
+// generationExit rewrites a generation mismatch (a *client.GenerationError,
+// or the server's GENERATION_MISMATCH naming the current generation in its
+// metadata) of barrier name at generation gen into one clear line (exit
+// 1); other errors pass unchanged.
+func generationExit(err error, name string, gen int64) error {
 	var ee *exitError
+	if !errors.As(err, &ee) || ee.callErr == nil {
+		return err
+	}
 	var ge *client.GenerationError
-	if errors.As(err, &ee) && errors.As(ee.callErr, &ge) {
-		ee.msg = fmt.Sprintf("%s: GENERATION_MISMATCH: barrier %q is at generation %d, not %d", what, ge.Barrier, ge.Current, ge.Expected)
+	if errors.As(ee.callErr, &ge) {
+		ee.msg = fmt.Sprintf("GENERATION_MISMATCH: barrier %q is at generation %d, not %d", ge.Barrier, ge.Current, ge.Expected)
+	} else if apierr.ReasonOf(ee.callErr) == apierr.GenerationMismatch {
+		if cur := apierr.Info(ee.callErr).GetMetadata()[apierr.KeyCurrentGeneration]; cur != "" {
+			ee.msg = fmt.Sprintf("GENERATION_MISMATCH: barrier %q is at generation %s, not %d", name, cur, gen)
+		}
 	}
 	return err
 }
@@ -460,7 +470,7 @@ FailedPrecondition GENERATION_MISMATCH.`,
 		Example: "  grackle barrier participants etl phase-done --generation 2 -o id",
 		Args:    positional("NAMESPACE", "BARRIER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := lf.check(); err != nil {
+			if err := lf.check(cmd); err != nil {
 				return err
 			}
 			if err := checkGeneration(cmd, gen, 0); err != nil {

@@ -42,10 +42,10 @@ func (a *app) benchCmd() *cobra.Command {
 			case "json":
 				o.Format = "json"
 			default:
-				return usagef("output: bench prints table (RESULT lines) or json, got %q", a.output)
+				return flagError(cmd, flagOutput, "bench prints table (RESULT lines) or json")
 			}
 			if conns < 1 {
-				return usagef("conns: must be at least 1, got %d", conns)
+				return flagError(cmd, "conns", "must be at least 1")
 			}
 			if err := o.Validate(); err != nil {
 				return usagef("%v", err)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/client"
+	"github.com/grackle-coord/grackle/fsm"
 	"github.com/grackle-coord/grackle/internal/statusline"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/tlsutil"
@@ -36,9 +37,6 @@ const (
 	defaultTimeout  = 10 * time.Second
 	// connectTimeout bounds the wait for one endpoint before trying the next.
 	connectTimeout = 3 * time.Second
-
-	// maxListLimit is the bound on List* limit (docs/API.md, Pagination) (0 = server default 100).
-	maxListLimit = 250
 )
 
 // envName is the environment variable of a flag: node-id -> GRACKLE_NODE_ID.
@@ -47,7 +45,8 @@ func envName(flag string) string {
 }
 
 // applyEnv sets every flag of fs that was not given on the command line
-// from its GRACKLE_<FLAG> environment variable, if set.
+// from its GRACKLE_<FLAG> environment variable, if set, and marks it so
+// (envKey): an error about it then names the variable.
 func applyEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
 	if lookup == nil {
 		return nil
@@ -63,8 +62,10 @@ func applyEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
 			return
 		}
 		if e := fs.Set(f.Name, v); e != nil {
-			err = usagef("%s: %v", key, e)
+			err = flagValueError(key+"="+quoteArg(v), f, errors.Unwrap(e))
+			return
 		}
+		_ = fs.SetAnnotation(f.Name, envAnnotation, []string{key})
 	})
 	return err
 }
@@ -76,12 +77,7 @@ func (a *app) group(use, short string, aliases ...string) *cobra.Command {
 		Short:   short,
 		Aliases: aliases,
 		// A group given an unknown subcommand is a usage error, not help.
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usagef("unknown command %q (see grackle %s --help)", args[0], cmd.Name())
-			}
-			return cmd.Help()
-		},
+		RunE: unknownSubcommand,
 	}
 	fs := cmd.PersistentFlags()
 	fs.StringSliceVar(&a.endpoints, flagEndpoints, []string{defaultEndpoint},
@@ -116,12 +112,12 @@ func (a *app) tlsConfig() (*tls.Config, error) {
 	return c, nil
 }
 
-func (a *app) checkClientFlags() error {
-	if err := checkOutput(a.output); err != nil {
+func (a *app) checkClientFlags(cmd *cobra.Command) error {
+	if err := checkOutput(cmd, a.output); err != nil {
 		return err
 	}
 	if a.timeout <= 0 {
-		return usagef("timeout: must be positive, got %s", a.timeout)
+		return flagError(cmd, flagTimeout, "must be positive")
 	}
 	var eps []string
 	for _, e := range a.endpoints {
@@ -133,7 +129,7 @@ func (a *app) checkClientFlags() error {
 		}
 	}
 	if len(eps) == 0 {
-		return usagef("endpoints: need at least one host:port")
+		return flagError(cmd, flagEndpoints, "need at least one host:port")
 	}
 	a.endpoints = eps
 	var err error
@@ -163,7 +159,8 @@ func checkEndpoint(e string) error {
 }
 
 // positional returns an argument check that wants exactly the named
-// arguments, each non-empty.
+// arguments, each non-empty, and each of a kind argChecks knows of the
+// shape the API accepts.
 func positional(names ...string) cobra.PositionalArgs {
 	return func(_ *cobra.Command, args []string) error {
 		if len(args) != len(names) {
@@ -176,9 +173,51 @@ func positional(names ...string) cobra.PositionalArgs {
 			if v == "" {
 				return usagef("%s: must not be empty", names[i])
 			}
+			if check := argChecks[names[i]]; check != nil {
+				if err := check(names[i], v); err != nil {
+					return usagef("%s %s: %s", names[i], quoteArg(v), fsmProblem(err))
+				}
+			}
 		}
 		return nil
 	}
+}
+
+// flagChecks are the API's own checks (package fsm) of the flags that
+// carry a name, an id or a text, run before any call when the flag is
+// given (not empty: a missing required flag is the command's to report).
+var flagChecks = map[string]func(field, v string) error{
+	"process-id":  fsm.ValidateProcessID,
+	"description": fsm.ValidateDescription,
+	"semaphore":   fsm.ValidateName,     // run
+	"lock":        fsm.ValidateLockName, // run
+	"prefix":      fsm.ValidateLockName, // lock list
+}
+
+// checkFlagShapes runs flagChecks on the flags of cmd that were given.
+func checkFlagShapes(cmd *cobra.Command) error {
+	var err error
+	cmd.LocalFlags().VisitAll(func(f *pflag.Flag) {
+		check := flagChecks[f.Name]
+		if err != nil || check == nil || !f.Changed || f.Value.String() == "" {
+			return
+		}
+		if e := check(f.Name, f.Value.String()); e != nil {
+			err = flagError(cmd, f.Name, "%s", fsmProblem(e))
+		}
+	})
+	return err
+}
+
+// argChecks are the API's own checks (package fsm) of the arguments that
+// name things, so that a malformed one is refused before any call, in the
+// words the server would use.
+var argChecks = map[string]func(field, v string) error{
+	"NAMESPACE":  fsm.ValidateName,
+	"SEMAPHORE":  fsm.ValidateName,
+	"WAIT_GROUP": fsm.ValidateName,
+	"BARRIER":    fsm.ValidateName,
+	"LOCK":       fsm.ValidateLockName,
 }
 
 // optional wants at most one argument, named name.
@@ -196,7 +235,8 @@ func metadataFlag(fs *pflag.FlagSet, p *[]string, what string) {
 	fs.StringArrayVar(p, "metadata", nil, what+" metadata as key=value (repeatable; the value may contain '=' and ',')")
 }
 
-// parseMetadata turns key=value pairs into a map; nil when there are none.
+// parseMetadata turns --metadata key=value pairs into a map (nil when
+// there are none), checked against the API's bounds (fsm.ValidateMetadata).
 func parseMetadata(pairs []string) (map[string]string, error) {
 	if len(pairs) == 0 {
 		return nil, nil
@@ -205,15 +245,18 @@ func parseMetadata(pairs []string) (map[string]string, error) {
 	for _, kv := range pairs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			return nil, usagef("metadata: want key=value, got %q", kv)
+			return nil, usagef("--metadata %s: want key=value", quoteArg(kv))
 		}
 		if k == "" {
-			return nil, usagef("metadata: empty key in %q", kv)
+			return nil, usagef("--metadata %s: empty key", quoteArg(kv))
 		}
 		if _, dup := m[k]; dup {
-			return nil, usagef("metadata: key %q given twice", k)
+			return nil, usagef("--metadata %s: key %q given twice", quoteArg(kv), k)
 		}
 		m[k] = v
+	}
+	if err := fsm.ValidateMetadata("metadata", m); err != nil {
+		return nil, usagef("--metadata: %s", fsmProblem(err))
 	}
 	return m, nil
 }
@@ -225,13 +268,13 @@ type listFlags struct {
 }
 
 func (l *listFlags) register(fs *pflag.FlagSet) {
-	fs.Int32Var(&l.limit, "limit", 0, fmt.Sprintf("page size, 1..%d (0 = the server's default, 100)", maxListLimit))
+	fs.Int32Var(&l.limit, "limit", 0, fmt.Sprintf("page size, 1..%d (0 = the server's default, %d)", fsm.MaxPageSize, fsm.DefaultPageSize))
 	fs.StringVar(&l.token, "page-token", "", "resume from this token (printed by the previous page)")
 }
 
-func (l *listFlags) check() error {
-	if l.limit < 0 || l.limit > maxListLimit {
-		return usagef("limit: must be 0..%d (0 = server default), got %d", maxListLimit, l.limit)
+func (l *listFlags) check(cmd *cobra.Command) error {
+	if l.limit < 0 || l.limit > fsm.MaxPageSize {
+		return flagError(cmd, "limit", "must be 0..%d (0: the server's default, %d)", fsm.MaxPageSize, fsm.DefaultPageSize)
 	}
 	return nil
 }
@@ -311,7 +354,7 @@ func cmdContext(cmd *cobra.Command) context.Context {
 
 // call runs fn through the Go client with a deadline of --timeout plus
 // extra (the server-side wait of an acquire). Errors become one-line exit
-// errors.
+// errors; a first contact that no endpoint answered says where to look.
 func call[T any](a *app, cmd *cobra.Command, extra time.Duration, fn func(context.Context, clients) (T, error)) (T, error) {
 	var zero T
 	ctx := cmdContext(cmd)
@@ -320,7 +363,7 @@ func call[T any](a *app, cmd *cobra.Command, extra time.Duration, fn func(contex
 	a.sniffer.setCancel(cancel)
 	cli, err := a.client(cctx)
 	if err != nil {
-		return zero, a.callError(ctx, err)
+		return zero, a.connectError(ctx, err)
 	}
 	resp, err := fn(cctx, clients{api: cli, cluster: cli, client: cli})
 	if err != nil {
@@ -338,32 +381,15 @@ func (a *app) callError(parent context.Context, err error) error {
 	return callError(parent, err)
 }
 
-// callError turns a call's error into its exit error: "interrupted" (130)
-// when the parent context was cancelled; "Code: message" with exit 2 for
-// InvalidArgument (the server rejected the input, as a local check
-// would), 1 for any other failure.
-func callError(parent context.Context, err error) error {
-	if parent.Err() != nil && errors.Is(parent.Err(), context.Canceled) {
-		return &exitError{code: exitInterrupted, msg: "interrupted"}
+// connectError is callError for a first contact (client.New) that failed:
+// when no endpoint answered, the line says where to look.
+func (a *app) connectError(parent context.Context, err error) error {
+	err = a.callError(parent, err)
+	var ee *exitError
+	if errors.As(err, &ee) && ee.callErr != nil && status.Code(ee.callErr) == codes.Unavailable {
+		ee.note = "is a node running there? check --endpoints or GRACKLE_ENDPOINTS"
 	}
-	// The server's own status, found through the Go client's wrapping:
-	// status.FromError of a wrapped error would give the whole chain's
-	// text ("grackle: ...: rpc error: code = ... desc = ...") as its
-	// message.
-	var st *status.Status
-	var se interface{ GRPCStatus() *status.Status }
-	ok := errors.As(err, &se)
-	if ok {
-		st = se.GRPCStatus()
-	}
-	if !ok {
-		return &exitError{code: exitCallFailed, msg: oneLine(err.Error())}
-	}
-	code := exitCallFailed
-	if st.Code() == codes.InvalidArgument {
-		code = exitUsage
-	}
-	return &exitError{code: code, callErr: err, msg: oneLine(fmt.Sprintf("%s: %s", st.Code(), st.Message()))}
+	return err
 }
 
 // leaseGone reports whether a command's error is the server saying the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/grackle-coord/grackle/fsm"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -116,7 +117,7 @@ func (a *app) completeLockNames(cmd *cobra.Command, ns, prefix string) []string 
 	var out []string
 	token := ""
 	for len(out) < completeMax {
-		r, err := cli.ListLocks(ctx, &pb.ListLocksRequest{NamespaceName: ns, Prefix: under, Limit: maxListLimit, PaginationToken: token})
+		r, err := cli.ListLocks(ctx, &pb.ListLocksRequest{NamespaceName: ns, Prefix: under, Limit: fsm.MaxPageSize, PaginationToken: token})
 		if err != nil {
 			return out
 		}
@@ -144,7 +145,7 @@ func (a *app) completionClientReady(cmd *cobra.Command) bool {
 	if a.output == "" {
 		a.output = "table"
 	}
-	if a.checkClientFlags() != nil {
+	if a.checkClientFlags(cmd) != nil {
 		return false
 	}
 	a.quiet = true
@@ -171,7 +172,7 @@ func (a *app) completeNames(cmd *cobra.Command, ns, prefix string) []string {
 		var names []string
 		var next string
 		if ns == "" {
-			r, err := cli.ListNamespaces(ctx, &pb.ListNamespacesRequest{Limit: maxListLimit, PaginationToken: token})
+			r, err := cli.ListNamespaces(ctx, &pb.ListNamespacesRequest{Limit: fsm.MaxPageSize, PaginationToken: token})
 			if err != nil {
 				return out
 			}
@@ -180,7 +181,7 @@ func (a *app) completeNames(cmd *cobra.Command, ns, prefix string) []string {
 			}
 			next = r.GetNextPaginationToken()
 		} else {
-			r, err := cli.ListSemaphores(ctx, &pb.ListSemaphoresRequest{NamespaceName: ns, Limit: maxListLimit, PaginationToken: token})
+			r, err := cli.ListSemaphores(ctx, &pb.ListSemaphoresRequest{NamespaceName: ns, Limit: fsm.MaxPageSize, PaginationToken: token})
 			if err != nil {
 				return out
 			}
@@ -206,7 +207,7 @@ func (a *app) completeNames(cmd *cobra.Command, ns, prefix string) []string {
 // prefix.
 func (a *app) completeWaitGroupNames(cmd *cobra.Command, ns, prefix string) []string {
 	return a.completePaged(cmd, prefix, func(ctx context.Context, cli pb.GrackleServiceClient, token string) ([]string, string, error) {
-		r, err := cli.ListWaitGroups(ctx, &pb.ListWaitGroupsRequest{NamespaceName: ns, Limit: maxListLimit, PaginationToken: token})
+		r, err := cli.ListWaitGroups(ctx, &pb.ListWaitGroupsRequest{NamespaceName: ns, Limit: fsm.MaxPageSize, PaginationToken: token})
 		var names []string
 		for _, g := range r.GetWaitGroups() {
 			names = append(names, g.GetName())
@@ -218,7 +219,7 @@ func (a *app) completeWaitGroupNames(cmd *cobra.Command, ns, prefix string) []st
 // completeBarrierNames lists the barriers of ns that start with prefix.
 func (a *app) completeBarrierNames(cmd *cobra.Command, ns, prefix string) []string {
 	return a.completePaged(cmd, prefix, func(ctx context.Context, cli pb.GrackleServiceClient, token string) ([]string, string, error) {
-		r, err := cli.ListBarriers(ctx, &pb.ListBarriersRequest{NamespaceName: ns, Limit: maxListLimit, PaginationToken: token})
+		r, err := cli.ListBarriers(ctx, &pb.ListBarriersRequest{NamespaceName: ns, Limit: fsm.MaxPageSize, PaginationToken: token})
 		var names []string
 		for _, b := range r.GetBarriers() {
 			names = append(names, b.GetName())

@@ -62,19 +62,19 @@ func TestExit0OK(t *testing.T) {
 
 func TestExit1CallFailed(t *testing.T) {
 	_, addr := runTestCluster(t)
-	wantExit(t, addr, exitCallFailed, `grackle: NotFound: semaphore "nope" not found`, "semaphore", "get", "ns", "nope")
-	wantExit(t, addr, exitCallFailed, "grackle: AlreadyExists:", "namespace", "create", "ns")
-	wantExit(t, closedAddr(t), exitCallFailed, "grackle: Unavailable: no endpoint of", "namespace", "list", "--timeout", "1s")
+	wantExit(t, addr, exitCallFailed, `grackle: semaphore get: semaphore "nope" not found in namespace "ns"`, "semaphore", "get", "ns", "nope")
+	wantExit(t, addr, exitCallFailed, `grackle: namespace create: namespace "ns" already exists`, "namespace", "create", "ns")
+	wantExit(t, closedAddr(t), exitCallFailed, "grackle: namespace list: no endpoint of", "namespace", "list", "--timeout", "1s")
 }
 
 func TestExit2BadInput(t *testing.T) {
 	_, addr := runTestCluster(t)
 	// Caught locally.
-	wantExit(t, addr, exitUsage, "grackle: semaphore create: permits: must be at least 1, got 0", "semaphore", "create", "ns", "x", "--permits", "0")
+	wantExit(t, addr, exitUsage, "grackle: semaphore create: --permits 0: must be at least 1", "semaphore", "create", "ns", "x", "--permits", "0")
+	wantExit(t, addr, exitUsage, `grackle: semaphore create: SEMAPHORE "bad name": may contain only [-_0-9a-zA-Z]`, "semaphore", "create", "ns", "bad name", "--permits", "1")
 	// Rejected by the server: InvalidArgument is bad input too.
-	wantExit(t, addr, exitUsage, "grackle: InvalidArgument: semaphore_name: may contain only [-_0-9a-zA-Z]", "semaphore", "create", "ns", "bad name", "--permits", "1")
 	lease := newLease(t, addr)
-	wantExit(t, addr, exitUsage, "grackle: InvalidArgument: weight exceeds semaphore permits", "semaphore", "acquire", "ns", "s", "--lease", lease, "--weight", "3")
+	wantExit(t, addr, exitUsage, "grackle: semaphore acquire: --weight 3: more than the semaphore's 2 permits", "semaphore", "acquire", "ns", "s", "--lease", lease, "--weight", "3")
 }
 
 func TestExit3NotAcquired(t *testing.T) {
@@ -89,11 +89,11 @@ func TestExit4LeaseLost(t *testing.T) {
 	_, addr := runTestCluster(t)
 	lease := newLease(t, addr)
 	wantExit(t, addr, exitOK, "", "lease", "revoke", "ns", lease)
-	wantExit(t, addr, exitLeaseLost, "lease refresh: lease "+lease+" is lost: NotFound", "lease", "refresh", "ns", lease, "--ttl", "30s")
-	wantExit(t, addr, exitLeaseLost, "semaphore acquire: lease "+lease+" is lost: NotFound", "semaphore", "acquire", "ns", "s", "--lease", lease)
-	wantExit(t, addr, exitLeaseLost, "semaphore acquire: lease ls_NeverCreatedLease0000001 is lost: NotFound", "semaphore", "acquire", "ns", "s", "--lease", "ls_NeverCreatedLease0000001", "--wait", "5s")
+	wantExit(t, addr, exitLeaseLost, `grackle: lease refresh: lease "`+lease+`" not found in namespace "ns"; the lease is lost`, "lease", "refresh", "ns", lease, "--ttl", "30s")
+	wantExit(t, addr, exitLeaseLost, `grackle: semaphore acquire: lease "`+lease+`" not found or expired in namespace "ns"; the lease is lost`, "semaphore", "acquire", "ns", "s", "--lease", lease)
+	wantExit(t, addr, exitLeaseLost, `grackle: semaphore acquire: lease "ls_NeverCreatedLease0000001" not found or expired in namespace "ns"; the lease is lost`, "semaphore", "acquire", "ns", "s", "--lease", "ls_NeverCreatedLease0000001", "--wait", "5s")
 	// A missing semaphore is the call's failure, not a lost lease.
-	wantExit(t, addr, exitCallFailed, "grackle: NotFound: semaphore \"nope\" not found", "semaphore", "acquire", "ns", "nope", "--lease", newLease(t, addr))
+	wantExit(t, addr, exitCallFailed, "grackle: semaphore acquire: semaphore \"nope\" not found", "semaphore", "acquire", "ns", "nope", "--lease", newLease(t, addr))
 	// (run's exit 4: TestRunStopsCommandWhenLeaseLost.)
 }
 
@@ -139,7 +139,7 @@ func TestExit130Interrupted(t *testing.T) {
 	waitActivity(t, c, since)
 	cancel() // what SIGINT does
 	r := <-done
-	if r.code != exitInterrupted || r.stderr != "grackle: interrupted\n" {
+	if r.code != exitInterrupted || r.stderr != "grackle: semaphore acquire: interrupted\n" {
 		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
 	}
 }

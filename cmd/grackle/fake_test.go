@@ -262,14 +262,14 @@ func TestClientAgainstFake(t *testing.T) {
 
 	t.Run("AlreadyExists is one line, exit 1", func(t *testing.T) {
 		r := runCLI(t, env, "namespace", "create", "third_parties")
-		if r.code != exitCallFailed || r.stderr != "grackle: AlreadyExists: namespace \"third_parties\" already exists\n" || r.stdout != "" {
+		if r.code != exitCallFailed || r.stderr != "grackle: namespace create: namespace \"third_parties\" already exists\n" || r.stdout != "" {
 			t.Fatalf("code %d stderr %q stdout %q", r.code, r.stderr, r.stdout)
 		}
 	})
 
 	t.Run("NotFound", func(t *testing.T) {
 		r := runCLI(t, env, "namespace", "get", "x")
-		if r.code != exitCallFailed || r.stderr != "grackle: NotFound: namespace \"x\" not found\n" {
+		if r.code != exitCallFailed || r.stderr != "grackle: namespace get: namespace \"x\" not found\n" {
 			t.Fatalf("code %d stderr %q", r.code, r.stderr)
 		}
 	})
@@ -294,7 +294,7 @@ func TestClientAgainstFake(t *testing.T) {
 		}
 
 		r = runCLI(t, env, "namespace", "update", "third_parties", "--clear-metadata", "--expected-version", "1")
-		if r.code != exitUsage || r.stderr != "grackle: InvalidArgument: version mismatch\n" {
+		if r.code != exitUsage || r.stderr != "grackle: namespace update: version mismatch\n" {
 			t.Fatalf("stale version: code %d stderr %q", r.code, r.stderr)
 		}
 	})
@@ -314,7 +314,7 @@ func TestClientAgainstFake(t *testing.T) {
 			t.Errorf("page 2: %q", r.stdout)
 		}
 		r = runCLI(t, env, "namespace", "list", "--page-token", "junk")
-		if r.code != exitUsage || r.stderr != "grackle: InvalidArgument: pagination_token: malformed\n" {
+		if r.code != exitUsage || r.stderr != "grackle: namespace list: pagination_token: malformed\n" {
 			t.Errorf("junk token: code %d stderr %q", r.code, r.stderr)
 		}
 	})
@@ -389,7 +389,7 @@ func TestClientAgainstFake(t *testing.T) {
 
 	t.Run("unimplemented RPC", func(t *testing.T) {
 		r := runCLI(t, env, "semaphore", "holders", "third_parties", "partner_1")
-		if r.code != exitCallFailed || r.stderr != "grackle: Unimplemented: method ListSemaphoreHolders not implemented\n" {
+		if r.code != exitCallFailed || r.stderr != "grackle: semaphore holders: method ListSemaphoreHolders not implemented\n" {
 			t.Errorf("code %d stderr %q", r.code, r.stderr)
 		}
 	})
@@ -438,7 +438,7 @@ func TestEndpointsTriedInOrder(t *testing.T) {
 
 	// Nothing reachable: Unavailable naming each endpoint, exit 1.
 	r = runCLI(t, nil, "cluster", "status", "--endpoints", dead+", "+dead, "--timeout", "1s")
-	want := fmt.Sprintf("grackle: Unavailable: no endpoint of [%s %s] answered within 1s; last error: connection error: desc = \"transport: Error while dialing: dial tcp %s: connect: connection refused\"\n", dead, dead, dead)
+	want := fmt.Sprintf("grackle: cluster status: no endpoint of [%s %s] answered within 1s (last error: connect: connection refused); is a node running there? check --endpoints or GRACKLE_ENDPOINTS\n", dead, dead)
 	if r.code != exitCallFailed || r.stderr != want {
 		t.Errorf("code %d stderr %q", r.code, r.stderr)
 	}

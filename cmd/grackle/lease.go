@@ -24,8 +24,8 @@ func (a *app) leaseCmd() *cobra.Command {
 }
 
 // ttlSeconds is --ttl in the API's whole seconds (rounded up, at least 1).
-func ttlSeconds(ttl time.Duration) (int64, error) {
-	return wholeSeconds("ttl", ttl, 1)
+func ttlSeconds(cmd *cobra.Command, ttl time.Duration) (int64, error) {
+	return wholeSeconds(cmd, "ttl", ttl, 1)
 }
 
 // semaphoreLeases are the leases of `grackle lease`.
@@ -152,7 +152,7 @@ func (k leaseKind) createCmd(a *app, h help) *cobra.Command {
 			if processID == "" {
 				return usagef("--process-id is required (any label of the caller, e.g. host-123/pid-4567)")
 			}
-			secs, err := ttlSeconds(ttl)
+			secs, err := ttlSeconds(cmd, ttl)
 			if err != nil {
 				return err
 			}
@@ -216,7 +216,7 @@ func (k leaseKind) refreshCmd(a *app, h help) *cobra.Command {
 			var secs int64
 			if given {
 				var err error
-				if secs, err = ttlSeconds(ttl); err != nil {
+				if secs, err = ttlSeconds(cmd, ttl); err != nil {
 					return err
 				}
 			}
@@ -232,7 +232,7 @@ func (k leaseKind) refreshCmd(a *app, h help) *cobra.Command {
 				return k.refresh(ctx, c, args[0], args[1], secs)
 			})
 			if leaseGone(err) {
-				return &exitError{code: exitLeaseLost, msg: fmt.Sprintf("%s refresh: lease %s is lost: %s", k.noun, args[1], err.Error())}
+				return leaseLost(err)
 			}
 			if err != nil {
 				return err
@@ -281,7 +281,7 @@ func (k leaseKind) listCmd(a *app, h help) *cobra.Command {
 		Example: h.example,
 		Args:    positional("NAMESPACE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := lf.check(); err != nil {
+			if err := lf.check(cmd); err != nil {
 				return err
 			}
 			v, err := call(a, cmd, 0, func(ctx context.Context, c clients) (view, error) {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/grackle-coord/grackle/client"
+	"github.com/grackle-coord/grackle/fsm"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -24,8 +25,8 @@ import (
 // answers NotFound when a lease of one kind is used where the other is
 // needed.
 const (
-	lockLeasePrefix      = "ll_"
-	semaphoreLeasePrefix = "ls_"
+	lockLeasePrefix      = fsm.LockLeaseIDPrefix
+	semaphoreLeasePrefix = fsm.LeaseIDPrefix
 )
 
 func (a *app) lockCmd() *cobra.Command {
@@ -49,14 +50,18 @@ lease") cannot hold locks. Every grant carries a fencing token.`
 }
 
 // checkLockLease is the local check of a --lease given to a lock command:
-// required, and not a semaphore lease (which the server would answer with
-// NotFound, and this command would take for a lost lease).
+// required, not a semaphore lease (which the server would answer with
+// NotFound, and this command would take for a lost lease), and of the
+// shape the API accepts.
 func checkLockLease(lease, ns string) error {
 	if lease == "" {
 		return usagef("--lease is required (create one with: grackle lock lease create %s --process-id ...)", ns)
 	}
 	if strings.HasPrefix(lease, semaphoreLeasePrefix) {
-		return usagef("lease: %s is a semaphore lease; locks are held under lock leases (%s...: grackle lock lease create %s --process-id ...)", lease, lockLeasePrefix, ns)
+		return usagef("--lease %s: a semaphore lease; locks are held under lock leases (%s...: grackle lock lease create %s --process-id ...)", quoteArg(lease), lockLeasePrefix, ns)
+	}
+	if err := fsm.ValidateLockLeaseID("lease_id", lease); err != nil {
+		return usagef("--lease %s: %s", quoteArg(lease), fsmProblem(err))
 	}
 	return nil
 }
@@ -114,7 +119,7 @@ others).`,
 			if err := checkLockLease(lease, args[0]); err != nil {
 				return err
 			}
-			secs, err := wholeSeconds("wait", wait, 0)
+			secs, err := wholeSeconds(cmd, "wait", wait, 0)
 			if err != nil {
 				return err
 			}
@@ -130,7 +135,7 @@ others).`,
 				cli, err := a.client(dctx)
 				cancel()
 				if err != nil {
-					return callError(cmdContext(cmd), err)
+					return a.connectError(cmdContext(cmd), err)
 				}
 				stop = a.waitStatusInLockQueue(cli, what, waitFor, args[0], args[1], lease)
 			}
@@ -142,7 +147,7 @@ others).`,
 			})
 			stop()
 			if leaseGone(err) {
-				return &exitError{code: exitLeaseLost, msg: fmt.Sprintf("lock acquire: lease %s is lost: %s", lease, err.Error())}
+				return leaseLost(err)
 			}
 			if err != nil {
 				return err
@@ -172,11 +177,11 @@ func lockAcquireResult(lock string, exclusive bool, wait time.Duration, resp *pb
 	case pb.AcquireOutcome_ACQUIRE_OUTCOME_ACQUIRED:
 		return nil
 	case pb.AcquireOutcome_ACQUIRE_OUTCOME_UNAVAILABLE:
-		return &exitError{code: exitNotAcquired, msg: fmt.Sprintf("lock acquire: UNAVAILABLE: %q not acquired %s at once (%s; --wait 30s waits)", lock, mode, why)}
+		return &exitError{code: exitNotAcquired, msg: fmt.Sprintf("UNAVAILABLE: %q not acquired %s at once (%s; --wait 30s waits)", lock, mode, why)}
 	case pb.AcquireOutcome_ACQUIRE_OUTCOME_TIMED_OUT:
-		return &exitError{code: exitNotAcquired, msg: fmt.Sprintf("lock acquire: TIMED_OUT: %q not acquired %s within %s (%s)", lock, mode, wait, why)}
+		return &exitError{code: exitNotAcquired, msg: fmt.Sprintf("TIMED_OUT: %q not acquired %s within %s (%s)", lock, mode, wait, why)}
 	default:
-		return &exitError{code: exitCallFailed, msg: fmt.Sprintf("lock acquire: unexpected outcome %s", resp.GetOutcome())}
+		return &exitError{code: exitCallFailed, msg: fmt.Sprintf("unexpected outcome %s", resp.GetOutcome())}
 	}
 }
 
@@ -242,7 +247,7 @@ not exist). --prefix, a lock name, lists that lock and its descendants only:
 		Example: "  grackle lock list jobs --prefix orders",
 		Args:    positional("NAMESPACE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := lf.check(); err != nil {
+			if err := lf.check(cmd); err != nil {
 				return err
 			}
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.ListLocksResponse, error) {
@@ -301,7 +306,7 @@ after a leader change it is rebuilt as the waiting clients retry.`,
 		Example: "  grackle lock waiters jobs orders/eu",
 		Args:    positional("NAMESPACE", "LOCK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := lf.check(); err != nil {
+			if err := lf.check(cmd); err != nil {
 				return err
 			}
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.ListLockWaitersResponse, error) {
@@ -394,11 +399,14 @@ func (a *app) waitStatusInLockQueue(cli *client.Client, what string, wait time.D
 }
 
 // checkSemaphoreLease refuses a lock lease given as a semaphore command's
-// --lease: the server would answer NotFound, which semaphore acquire would
-// report as a lost lease (exit 4).
+// --lease (the server would answer NotFound, which semaphore acquire would
+// report as a lost lease, exit 4), and an id of a shape the API refuses.
 func checkSemaphoreLease(lease string) error {
 	if strings.HasPrefix(lease, lockLeasePrefix) {
-		return usagef("lease: %s is a lock lease; semaphores are held under semaphore leases (%s...: grackle lease create)", lease, semaphoreLeasePrefix)
+		return usagef("--lease %s: a lock lease; semaphores are held under semaphore leases (%s...: grackle lease create)", quoteArg(lease), semaphoreLeasePrefix)
+	}
+	if err := fsm.ValidateLeaseID("lease_id", lease); err != nil {
+		return usagef("--lease %s: %s", quoteArg(lease), fsmProblem(err))
 	}
 	return nil
 }
@@ -406,7 +414,10 @@ func checkSemaphoreLease(lease string) error {
 // checkSemaphoreLeaseArg is checkSemaphoreLease for a LEASE_ID argument.
 func checkSemaphoreLeaseArg(id string) error {
 	if strings.HasPrefix(id, lockLeasePrefix) {
-		return usagef("LEASE_ID: %s is a lock lease (see grackle lock lease); semaphore leases start with %s", id, semaphoreLeasePrefix)
+		return usagef("LEASE_ID %s: a lock lease (see grackle lock lease); semaphore leases start with %s", quoteArg(id), semaphoreLeasePrefix)
+	}
+	if err := fsm.ValidateLeaseID("lease_id", id); err != nil {
+		return usagef("LEASE_ID %s: %s", quoteArg(id), fsmProblem(err))
 	}
 	return nil
 }
@@ -420,12 +431,7 @@ func (a *app) lockLeaseCmd() *cobra.Command {
 		Long: `Create, refresh, revoke and inspect lock leases. A lock lease (ll_...) holds
 locks; it is not a semaphore lease (ls_..., "grackle lease"), and neither
 kind is accepted where the other is needed.`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usagef("unknown command %q (see grackle lock lease --help)", args[0])
-			}
-			return cmd.Help()
-		},
+		RunE: unknownSubcommand,
 	}
 	cmd.AddCommand(
 		a.lockLeaseCreateCmd(),
@@ -441,7 +447,10 @@ kind is accepted where the other is needed.`,
 // needed (the server would say NotFound).
 func checkLockLeaseArg(id string) error {
 	if strings.HasPrefix(id, semaphoreLeasePrefix) {
-		return usagef("LEASE_ID: %s is a semaphore lease (see grackle lease); lock leases start with %s", id, lockLeasePrefix)
+		return usagef("LEASE_ID %s: a semaphore lease (see grackle lease); lock leases start with %s", quoteArg(id), lockLeasePrefix)
+	}
+	if err := fsm.ValidateLockLeaseID("lease_id", id); err != nil {
+		return usagef("LEASE_ID %s: %s", quoteArg(id), fsmProblem(err))
 	}
 	return nil
 }

@@ -80,14 +80,16 @@ func TestLockCommandsE2E(t *testing.T) {
 		t.Fatalf("delete: %q", r.stdout)
 	}
 
-	// Bad input: a bad name is InvalidArgument from the server (exit 2); a
-	// semaphore lease is refused before any call.
-	wantExit(t, addr, exitUsage, "grackle: InvalidArgument:", "lock", "acquire", "ns", "a//b", "--lease", a)
-	wantExit(t, addr, exitUsage, "is a semaphore lease", "lock", "acquire", "ns", "x", "--lease", newLease(t, addr))
+	// Bad input (exit 2): a bad name and a semaphore lease are refused
+	// before any call; a wait beyond the server's maximum by the server,
+	// named as the flag given.
+	wantExit(t, addr, exitUsage, "grackle: lock acquire: LOCK a//b: empty path segment at byte 2", "lock", "acquire", "ns", "a//b", "--lease", a)
+	wantExit(t, addr, exitUsage, ": a semaphore lease; locks are held under lock leases", "lock", "acquire", "ns", "x", "--lease", newLease(t, addr))
+	wantExit(t, addr, exitUsage, "grackle: lock acquire: --wait 10m: at most 5m0s\n", "lock", "acquire", "ns", "x", "--lease", a, "--wait", "10m")
 	// The lease is gone: exit 4.
 	wantExit(t, addr, exitOK, "", "lock", "lease", "revoke", "ns", a)
-	wantExit(t, addr, exitLeaseLost, "grackle: lock acquire: lease "+a+" is lost", "lock", "acquire", "ns", "x", "--lease", a)
-	wantExit(t, addr, exitLeaseLost, "grackle: lock lease refresh: lease "+a+" is lost", "lock", "lease", "refresh", "ns", a)
+	wantExit(t, addr, exitLeaseLost, "grackle: lock acquire: lock lease \""+a+"\" not found or expired in namespace \"ns\"; the lease is lost\n", "lock", "acquire", "ns", "x", "--lease", a)
+	wantExit(t, addr, exitLeaseLost, "; the lease is lost\n", "lock", "lease", "refresh", "ns", a)
 }
 
 // run --lock holds the lock while the command runs, with the lease, the

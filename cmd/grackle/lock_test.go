@@ -269,6 +269,7 @@ func (f *lockFake) WatchLock(r *pb.WatchLockRequest, st grpc.ServerStreamingServ
 func TestLockCommandsAgainstFake(t *testing.T) {
 	f, addr := startLockFake(t)
 	env := map[string]string{"GRACKLE_ENDPOINTS": addr}
+	const goneLease = "ll_gone00000000000000000000" // never created
 
 	var lease, other string
 	t.Run("lock lease create -o json", func(t *testing.T) {
@@ -306,8 +307,8 @@ func TestLockCommandsAgainstFake(t *testing.T) {
 		if r.stdout != lease+"\n" {
 			t.Errorf("id: %q", r.stdout)
 		}
-		r = runCLI(t, env, "lock", "lease", "refresh", "jobs", "ll_gone")
-		if r.code != exitLeaseLost || !strings.HasPrefix(r.stderr, "grackle: lock lease refresh: lease ll_gone is lost: NotFound: ") {
+		r = runCLI(t, env, "lock", "lease", "refresh", "jobs", goneLease)
+		if r.code != exitLeaseLost || r.stderr != "grackle: lock lease refresh: lock lease "+goneLease+" not found; the lease is lost\n" {
 			t.Errorf("gone: code %d stderr %q", r.code, r.stderr)
 		}
 	})
@@ -361,8 +362,8 @@ func TestLockCommandsAgainstFake(t *testing.T) {
 	})
 
 	t.Run("lost lease: exit 4", func(t *testing.T) {
-		r := runCLI(t, env, "lock", "acquire", "jobs", "x", "--lease", "ll_gone")
-		if r.code != exitLeaseLost || r.stderr != "grackle: lock acquire: lease ll_gone is lost: NotFound: lock lease ll_gone not found\n" {
+		r := runCLI(t, env, "lock", "acquire", "jobs", "x", "--lease", goneLease)
+		if r.code != exitLeaseLost || r.stderr != "grackle: lock acquire: lock lease "+goneLease+" not found; the lease is lost\n" {
 			t.Errorf("code %d stderr %q", r.code, r.stderr)
 		}
 	})
@@ -478,6 +479,7 @@ func TestLockCommandsAgainstFake(t *testing.T) {
 
 // Bad lock input never reaches the network: one line on stderr, exit 2.
 func TestLockUsageErrors(t *testing.T) {
+	const ll = "ll_NfKKeiPbP18NFeU3lLGrRWWgDJRB"
 	for _, tc := range []struct {
 		args   []string
 		stderr string
@@ -485,37 +487,43 @@ func TestLockUsageErrors(t *testing.T) {
 		{[]string{"lock", "acquire", "ns", "a"},
 			"grackle: lock acquire: --lease is required (create one with: grackle lock lease create ns --process-id ...)"},
 		{[]string{"lock", "acquire", "ns", "a", "--lease", "ls_NfKK"},
-			"grackle: lock acquire: lease: ls_NfKK is a semaphore lease; locks are held under lock leases (ll_...: grackle lock lease create ns --process-id ...)"},
-		{[]string{"lock", "acquire", "ns", "a", "--lease", "ll_x", "--wait", "-1"},
-			"grackle: lock acquire: wait: must not be negative, got -1s"},
-		{[]string{"lock", "acquire", "ns", "a", "--lease", "ll_x", "--metadata", "x"},
-			`grackle: lock acquire: metadata: want key=value, got "x"`},
-		{[]string{"lock", "acquire", "ns", "--lease", "ll_x"},
+			"grackle: lock acquire: --lease ls_NfKK: a semaphore lease; locks are held under lock leases (ll_...: grackle lock lease create ns --process-id ...)"},
+		{[]string{"lock", "acquire", "ns", "a", "--lease", "ll_x"},
+			`grackle: lock acquire: --lease ll_x: must be "ll_" followed by 20..61 base62 characters, got "ll_x"`},
+		{[]string{"lock", "acquire", "ns", "a", "--lease", ll, "--wait", "-1"},
+			"grackle: lock acquire: --wait -1: must not be negative"},
+		{[]string{"lock", "acquire", "ns", "a", "--lease", ll, "--metadata", "x"},
+			`grackle: lock acquire: --metadata x: want key=value`},
+		{[]string{"lock", "acquire", "ns", "a/", "--lease", ll},
+			`grackle: lock acquire: LOCK a/: empty path segment at byte 1 (a lock name is segments of [-_0-9a-zA-Z] joined by '/')`},
+		{[]string{"lock", "acquire", "ns", "--lease", ll},
 			"grackle: lock acquire: want arguments NAMESPACE LOCK, got 1"},
 		{[]string{"lock", "release", "ns", "a"},
 			"grackle: lock release: --lease is required (create one with: grackle lock lease create ns --process-id ...)"},
 		{[]string{"lock", "list", "ns", "--limit", "300"},
-			"grackle: lock list: limit: must be 0..250 (0 = server default), got 300"},
+			"grackle: lock list: --limit 300: must be 0..250 (0: the server's default, 100)"},
+		{[]string{"lock", "list", "ns", "--prefix", "a//b"},
+			`grackle: lock list: --prefix a//b: empty path segment at byte 2 (a lock name is segments of [-_0-9a-zA-Z] joined by '/')`},
 		{[]string{"lock", "watch", "ns", "a", "--count", "-1"},
-			"grackle: lock watch: count: must be 0 (no end) or more, got -1"},
+			"grackle: lock watch: --count -1: must be 0 (no end) or more"},
 		{[]string{"lock", "frobnicate"},
-			`grackle: lock: unknown command "frobnicate" (see grackle lock --help)`},
+			`grackle: lock: unknown command "frobnicate"; see grackle lock --help`},
 		{[]string{"lock", "lease", "frobnicate"},
-			`grackle: lock lease: unknown command "frobnicate" (see grackle lock lease --help)`},
+			`grackle: lock lease: unknown command "frobnicate"; see grackle lock lease --help`},
 		{[]string{"lock", "lease", "create", "ns"},
 			"grackle: lock lease create: --process-id is required (any label of the caller, e.g. host-123/pid-4567)"},
 		{[]string{"lock", "lease", "create", "ns", "--process-id", "p", "--ttl", "0"},
-			"grackle: lock lease create: ttl: must be at least 1s, got 0s"},
+			"grackle: lock lease create: --ttl 0: must be at least 1s"},
 		{[]string{"lock", "lease", "get", "ns", "ls_x"},
-			"grackle: lock lease get: LEASE_ID: ls_x is a semaphore lease (see grackle lease); lock leases start with ll_"},
-		{[]string{"lock", "lease", "refresh", "ns", "ll_x", "--ttl", "-5"},
-			"grackle: lock lease refresh: ttl: must not be negative, got -5s"},
+			"grackle: lock lease get: LEASE_ID ls_x: a semaphore lease (see grackle lease); lock leases start with ll_"},
+		{[]string{"lock", "lease", "refresh", "ns", ll, "--ttl", "-5"},
+			"grackle: lock lease refresh: --ttl -5: must not be negative"},
 		{[]string{"semaphore", "acquire", "ns", "s", "--lease", "ll_x"},
-			"grackle: semaphore acquire: lease: ll_x is a lock lease; semaphores are held under semaphore leases (ls_...: grackle lease create)"},
+			"grackle: semaphore acquire: --lease ll_x: a lock lease; semaphores are held under semaphore leases (ls_...: grackle lease create)"},
 		{[]string{"semaphore", "release", "ns", "s", "--lease", "ll_x"},
-			"grackle: semaphore release: lease: ll_x is a lock lease; semaphores are held under semaphore leases (ls_...: grackle lease create)"},
+			"grackle: semaphore release: --lease ll_x: a lock lease; semaphores are held under semaphore leases (ls_...: grackle lease create)"},
 		{[]string{"lease", "refresh", "ns", "ll_x"},
-			"grackle: lease refresh: LEASE_ID: ll_x is a lock lease (see grackle lock lease); semaphore leases start with ls_"},
+			"grackle: lease refresh: LEASE_ID ll_x: a lock lease (see grackle lock lease); semaphore leases start with ls_"},
 		{[]string{"run", "--namespace", "ns", "--", "true"},
 			"grackle: run: --namespace and --semaphore (or --lock) are required"},
 		{[]string{"run", "--namespace", "ns", "--semaphore", "s", "--lock", "l", "--", "true"},
@@ -524,6 +532,8 @@ func TestLockUsageErrors(t *testing.T) {
 			"grackle: run: --weight is for a semaphore; a lock is held --shared or exclusive"},
 		{[]string{"run", "--namespace", "ns", "--semaphore", "s", "--shared", "--", "true"},
 			"grackle: run: --shared is for a lock (--lock); a semaphore is held with --weight permits"},
+		{[]string{"run", "--namespace", "ns", "--lock", "a//b", "--", "true"},
+			"grackle: run: --lock a//b: empty path segment at byte 2 (a lock name is segments of [-_0-9a-zA-Z] joined by '/')"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			args := append(append([]string{}, tc.args[:2]...), append([]string{"--endpoints", "127.0.0.1:1"}, tc.args[2:]...)...)

@@ -17,12 +17,9 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -116,65 +113,15 @@ func (a *app) execute(ctx context.Context, args []string) int {
 		args = []string{} // cobra reads os.Args when args is nil
 	}
 	root := a.rootCmd()
+	if err := checkLeadingFlags(root, args); err != nil {
+		return a.report(root, err)
+	}
 	root.SetArgs(args)
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	cmd, err := root.ExecuteContextC(ctx)
 	a.closeClient()
 	return a.report(cmd, err)
-}
-
-// report prints err as one line on stderr and returns the exit code.
-func (a *app) report(cmd *cobra.Command, err error) int {
-	if err == nil {
-		return exitOK
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.msg != "" {
-			fmt.Fprintf(a.stderr, "grackle: %s\n", ee.msg)
-		}
-		return ee.code
-	}
-	// Everything else is a usage error: ours (usageError) or cobra's own
-	// (unknown command or flag, bad flag value).
-	fmt.Fprintf(a.stderr, "grackle: %s%s\n", commandPrefix(cmd), oneLine(err.Error()))
-	return exitUsage
-}
-
-// commandPrefix is "semaphore create: " for `grackle semaphore create`, ""
-// for the root command.
-func commandPrefix(cmd *cobra.Command) string {
-	if cmd == nil || !cmd.HasParent() {
-		return ""
-	}
-	p := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
-	return p + ": "
-}
-
-// oneLine keeps an error message on one line.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
-}
-
-// exitError ends the process with code after printing "grackle: msg"
-// (nothing when msg is empty).
-type exitError struct {
-	code    int
-	callErr error // the failed call's error (nil when not a call)
-	msg     string
-}
-
-func (e *exitError) Error() string { return e.msg }
-
-// usageError is a bad flag value or argument (exit 2). Its message is
-// prefixed with the command path when printed.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
 func (a *app) rootCmd() *cobra.Command {
@@ -195,10 +142,12 @@ Durations are Go durations (30s, 1m, 250ms); a bare number is seconds.
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		PersistentPreRunE: a.preRun,
+		// An unknown command is a usage error with a suggestion, not
+		// cobra's two-line text.
+		Args: cobra.ArbitraryArgs,
+		RunE: unknownSubcommand,
 	}
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return &usageError{msg: err.Error() + flagSuggestion(cmd, err)}
-	})
+	root.SetFlagErrorFunc(flagParseError)
 	// Also here so that it may come before the command (grackle -q
 	// cluster status): the command finder must know it takes no value.
 	// The client commands define their own, bound to the same field.
@@ -243,7 +192,10 @@ func (a *app) preRun(cmd *cobra.Command, _ []string) error {
 	if err := applyEnv(g.PersistentFlags(), a.lookupEnv); err != nil {
 		return err
 	}
-	return a.checkClientFlags()
+	if err := a.checkClientFlags(cmd); err != nil {
+		return err
+	}
+	return checkFlagShapes(cmd)
 }
 
 // groupOf returns the child of the root that cmd belongs to.

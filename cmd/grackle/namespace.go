@@ -74,7 +74,7 @@ func (a *app) namespaceListCmd() *cobra.Command {
 		Short: "List namespaces, ordered by name",
 		Args:  positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := lf.check(); err != nil {
+			if err := lf.check(cmd); err != nil {
 				return err
 			}
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.ListNamespacesResponse, error) {
@@ -191,7 +191,7 @@ func checkMetadataReplace(cmd *cobra.Command, clearMeta bool) error {
 // checkExpectedVersion wants --expected-version >= 1 when given.
 func checkExpectedVersion(cmd *cobra.Command, v int64) error {
 	if changed(cmd, "expected-version") && v < 1 {
-		return usagef("expected-version: must be at least 1, got %d", v)
+		return flagError(cmd, "expected-version", "must be at least 1")
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -37,18 +38,18 @@ const templatePrefix = "template="
 
 // checkOutput validates -o (a template is parsed here, so that a bad one
 // is a usage error before any call is made).
-func checkOutput(format string) error {
+func checkOutput(cmd *cobra.Command, format string) error {
 	switch format {
 	case "table", "json", "id":
 		return nil
 	}
 	if t, ok := strings.CutPrefix(format, templatePrefix); ok {
 		if _, err := parseTemplate(t); err != nil {
-			return usagef("output: bad template: %v", err)
+			return flagError(cmd, flagOutput, "bad template: %v", err)
 		}
 		return nil
 	}
-	return usagef("output: must be table, json, id or template='{{...}}', got %q", format)
+	return flagError(cmd, flagOutput, "must be table, json, id or template='{{...}}'")
 }
 
 func parseTemplate(t string) (*template.Template, error) {

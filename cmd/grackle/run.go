@@ -61,13 +61,16 @@ with --quiet).
 				return usagef("--shared is for a lock (--lock); a semaphore is held with --weight permits")
 			}
 			if weight < 1 {
-				return usagef("weight: must be at least 1, got %d", weight)
+				return flagError(cmd, "weight", "must be at least 1")
 			}
-			if _, err := ttlSeconds(ttl); err != nil {
+			if _, err := ttlSeconds(cmd, ttl); err != nil {
 				return err
 			}
-			if wait < 0 || grace < 0 {
-				return usagef("wait and grace: must not be negative, got %s and %s", wait, grace)
+			if wait < 0 {
+				return flagError(cmd, "wait", "must not be negative")
+			}
+			if grace < 0 {
+				return flagError(cmd, "grace", "must not be negative")
 			}
 			if processID == "" {
 				host, _ := os.Hostname()
@@ -129,7 +132,7 @@ func (a *app) runLocked(ctx context.Context, r runSpec) error {
 	cli, err := a.client(cctx)
 	if err != nil {
 		cancel()
-		return callError(ctx, err)
+		return a.connectError(ctx, err)
 	}
 	var h *runHold
 	if r.lock != "" {
@@ -155,7 +158,7 @@ func (a *app) runLocked(ctx context.Context, r runSpec) error {
 	child.Stdin, child.Stdout, child.Stderr = os.Stdin, a.stdout, a.stderr
 	child.Env = append(os.Environ(), h.env...)
 	if err := child.Start(); err != nil {
-		return &exitError{code: exitCallFailed, msg: fmt.Sprintf("run: %v", err)}
+		return &exitError{code: exitCallFailed, msg: err.Error()}
 	}
 	done := make(chan error, 1)
 	go func() { done <- child.Wait() }()
@@ -168,7 +171,7 @@ func (a *app) runLocked(ctx context.Context, r runSpec) error {
 		return nil
 	case <-sess.Done():
 		stopChild(child, done, r.grace)
-		return &exitError{code: exitLeaseLost, msg: fmt.Sprintf("run: lease %s lost (%v); stopped the command", sess.LeaseID(), sess.Err())}
+		return &exitError{code: exitLeaseLost, msg: fmt.Sprintf("lease %s lost (%s); stopped the command", sess.LeaseID(), trimOwnPrefix(oneLine(sess.Err().Error())))}
 	case <-ctx.Done():
 		stopChild(child, done, r.grace)
 		return &exitError{code: exitInterrupted, msg: "interrupted; stopped the command"}
@@ -199,7 +202,7 @@ func (a *app) runAcquireSemaphore(ctx, cctx context.Context, cli *client.Client,
 	}
 	switch {
 	case errors.Is(err, client.ErrTimeout), errors.Is(err, client.ErrWouldBlock):
-		return h, &exitError{code: exitNotAcquired, msg: fmt.Sprintf("run: %d permit(s) of %s/%s not acquired within %s", r.weight, r.ns, r.sem, r.wait)}
+		return h, &exitError{code: exitNotAcquired, msg: fmt.Sprintf("%d permit(s) of %s/%s not acquired within %s", r.weight, r.ns, r.sem, r.wait)}
 	case err != nil:
 		return h, callError(ctx, err)
 	}
@@ -239,7 +242,7 @@ func (a *app) runAcquireLock(ctx, cctx context.Context, cli *client.Client, r ru
 	var le *client.LockAcquireError
 	switch {
 	case errors.As(err, &le):
-		msg := fmt.Sprintf("run: %s lock %s/%s not acquired within %s", mode, r.ns, r.lock, r.wait)
+		msg := fmt.Sprintf("%s lock %s/%s not acquired within %s", mode, r.ns, r.lock, r.wait)
 		if why := client.ContentionText(le.Reason, le.BlockingLocks); why != "" {
 			msg += " (" + why + ")"
 		}

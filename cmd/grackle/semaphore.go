@@ -32,7 +32,7 @@ func checkPermits(cmd *cobra.Command, permits int64) error {
 		return usagef("--permits is required (at least 1)")
 	}
 	if permits < 1 {
-		return usagef("permits: must be at least 1, got %d", permits)
+		return flagError(cmd, "permits", "must be at least 1")
 	}
 	return nil
 }
@@ -97,7 +97,7 @@ func (a *app) semaphoreListCmd() *cobra.Command {
 		Short: "List the semaphores of a namespace, ordered by name",
 		Args:  positional("NAMESPACE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := lf.check(); err != nil {
+			if err := lf.check(cmd); err != nil {
 				return err
 			}
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.ListSemaphoresResponse, error) {
@@ -257,9 +257,9 @@ call failed otherwise (a missing semaphore among others), 2 bad input.`,
 				return err
 			}
 			if weight < 1 {
-				return usagef("weight: must be at least 1, got %d", weight)
+				return flagError(cmd, "weight", "must be at least 1")
 			}
-			secs, err := wholeSeconds("wait", wait, 0)
+			secs, err := wholeSeconds(cmd, "wait", wait, 0)
 			if err != nil {
 				return err
 			}
@@ -275,7 +275,7 @@ call failed otherwise (a missing semaphore among others), 2 bad input.`,
 				cli, err := a.client(dctx)
 				cancel()
 				if err != nil {
-					return callError(cmdContext(cmd), err)
+					return a.connectError(cmdContext(cmd), err)
 				}
 				stop = a.waitStatusInQueue(cli, fmt.Sprintf("%d permit(s) of %s/%s", weight, args[0], args[1]), waitFor, args[0], args[1], lease)
 			}
@@ -287,7 +287,7 @@ call failed otherwise (a missing semaphore among others), 2 bad input.`,
 			})
 			stop()
 			if leaseGone(err) {
-				return &exitError{code: exitLeaseLost, msg: fmt.Sprintf("semaphore acquire: lease %s is lost: %s", lease, err.Error())}
+				return leaseLost(err)
 			}
 			if err != nil {
 				return err
@@ -313,11 +313,11 @@ func acquireResult(sem string, weight int64, wait time.Duration, resp *pb.Acquir
 	case pb.AcquireOutcome_ACQUIRE_OUTCOME_ACQUIRED:
 		return nil
 	case pb.AcquireOutcome_ACQUIRE_OUTCOME_UNAVAILABLE:
-		return &exitError{code: exitNotAcquired, msg: fmt.Sprintf("semaphore acquire: UNAVAILABLE: %q not acquired at once (%s; --wait 30s waits)", sem, state)}
+		return &exitError{code: exitNotAcquired, msg: fmt.Sprintf("UNAVAILABLE: %q not acquired at once (%s; --wait 30s waits)", sem, state)}
 	case pb.AcquireOutcome_ACQUIRE_OUTCOME_TIMED_OUT:
-		return &exitError{code: exitNotAcquired, msg: fmt.Sprintf("semaphore acquire: TIMED_OUT: %q not acquired within %s (%s)", sem, wait, state)}
+		return &exitError{code: exitNotAcquired, msg: fmt.Sprintf("TIMED_OUT: %q not acquired within %s (%s)", sem, wait, state)}
 	default:
-		return &exitError{code: exitCallFailed, msg: fmt.Sprintf("semaphore acquire: unexpected outcome %s", resp.GetOutcome())}
+		return &exitError{code: exitCallFailed, msg: fmt.Sprintf("unexpected outcome %s", resp.GetOutcome())}
 	}
 }
 
@@ -361,7 +361,7 @@ func (a *app) semaphoreHoldersCmd() *cobra.Command {
 		Short: "List the holders of a semaphore, in acquisition order",
 		Args:  positional("NAMESPACE", "SEMAPHORE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := lf.check(); err != nil {
+			if err := lf.check(cmd); err != nil {
 				return err
 			}
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.ListSemaphoreHoldersResponse, error) {

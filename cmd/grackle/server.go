@@ -40,13 +40,13 @@ command line wins.`,
 			if err := applyEnv(cmd.Flags(), a.lookupEnv); err != nil {
 				return err
 			}
-			if err := checkServerConfig(cfg); err != nil {
+			if err := checkServerConfig(cmd, cfg); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
 			err := a.runServer(ctx, cfg)
 			if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {
-				return &exitError{code: exitCallFailed, msg: oneLine("server: " + err.Error())}
+				return &exitError{code: exitCallFailed, msg: err.Error()}
 			}
 			return nil
 		},
@@ -141,7 +141,7 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 // checkServerConfig rejects values no server accepts, so that they fail as
 // usage errors before anything starts. (Zero means "the default" in
 // server.Config, so only negative numbers are rejected here.)
-func checkServerConfig(cfg server.Config) error {
+func checkServerConfig(cmd *cobra.Command, cfg server.Config) error {
 	for _, f := range []struct {
 		name string
 		v    int64
@@ -174,7 +174,7 @@ func checkServerConfig(cfg server.Config) error {
 		{"shutdown-timeout", int64(cfg.ShutdownTimeout)},
 	} {
 		if f.v < 0 {
-			return usagef("%s: must not be negative", f.name)
+			return flagError(cmd, f.name, "must not be negative")
 		}
 	}
 	if err := server.CheckMemoryLimit(cfg.MemoryLimit); err != nil {
@@ -195,7 +195,7 @@ func checkServerConfig(cfg server.Config) error {
 	switch strings.ToLower(cfg.LogLevel) {
 	case "", "trace", "debug", "info", "warn", "error":
 	default:
-		return usagef("log-level: must be trace, debug, info, warn or error, got %q", cfg.LogLevel)
+		return flagError(cmd, "log-level", "must be trace, debug, info, warn or error")
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/client"
+	"github.com/grackle-coord/grackle/fsm"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -32,9 +33,6 @@ const (
 	// maxServerWait is the longest timeout_seconds one wait call asks for
 	// (the server's maximum by default); a longer --wait re-issues it.
 	maxServerWait = client.DefaultMaxAcquireTimeout
-	// maxKeepAfter is the bound of delete_after_finished_seconds and
-	// delete_inactive_after_seconds: 30 days.
-	maxKeepAfter = 30 * 24 * time.Hour
 	// defaultWait is --wait of the commands whose purpose is to wait.
 	defaultWait = 5 * time.Minute
 	// progressEvery is how often a waiting command's status line reads
@@ -90,7 +88,7 @@ func (e *expiryFlags) value(cmd *cobra.Command, now time.Time) (int64, error) {
 		return 0, usagef("--expires-at and --expires-in exclude each other")
 	case changed(cmd, "expires-in"):
 		if e.in <= 0 {
-			return 0, usagef("expires-in: must be positive, got %s", e.in)
+			return 0, flagError(cmd, "expires-in", "must be positive")
 		}
 		return now.Add(e.in).UnixNano(), nil
 	case changed(cmd, "expires-at"):
@@ -100,10 +98,10 @@ func (e *expiryFlags) value(cmd *cobra.Command, now time.Time) (int64, error) {
 		}
 		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
-			return 0, usagef("expires-at: want an RFC 3339 time like 2026-01-02T15:04:05Z (or never), got %q", e.at)
+			return 0, flagError(cmd, "expires-at", "want an RFC 3339 time like 2026-01-02T15:04:05Z (or never)")
 		}
 		if !t.After(now) {
-			return 0, usagef("expires-at: %s is not in the future (now %s)", t.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+			return 0, flagError(cmd, "expires-at", "not in the future (now %s)", now.UTC().Format(time.RFC3339))
 		}
 		return t.UnixNano(), nil
 	}
@@ -112,13 +110,13 @@ func (e *expiryFlags) value(cmd *cobra.Command, now time.Time) (int64, error) {
 
 // keepSeconds converts a --delete-after-finished or
 // --delete-inactive-after duration to the API's whole seconds, 0..30 days.
-func keepSeconds(flag string, d time.Duration) (int64, error) {
-	secs, err := wholeSeconds(flag, d, 0)
+func keepSeconds(cmd *cobra.Command, flag string, d time.Duration) (int64, error) {
+	secs, err := wholeSeconds(cmd, flag, d, 0)
 	if err != nil {
 		return 0, err
 	}
-	if time.Duration(secs)*time.Second > maxKeepAfter {
-		return 0, usagef("%s: at most 720h (30 days), got %s", flag, d)
+	if secs > fsm.MaxKeepSeconds {
+		return 0, flagError(cmd, flag, "at most %s (30 days)", time.Duration(fsm.MaxKeepSeconds)*time.Second)
 	}
 	return secs, nil
 }
@@ -133,7 +131,7 @@ func checkAtLeastOne(cmd *cobra.Command, flag string, v int64, required bool, wh
 		return nil
 	}
 	if v < 1 {
-		return usagef("%s: must be at least 1, got %d", flag, v)
+		return flagError(cmd, flag, "must be at least 1")
 	}
 	return nil
 }
@@ -168,7 +166,7 @@ expired (0, the default: kept until deleted; at most 720h).`,
 			if err != nil {
 				return err
 			}
-			keepSecs, err := keepSeconds("delete-after-finished", keep)
+			keepSecs, err := keepSeconds(cmd, "delete-after-finished", keep)
 			if err != nil {
 				return err
 			}
@@ -220,7 +218,7 @@ func (a *app) waitGroupListCmd() *cobra.Command {
 		Short: "List the wait groups of a namespace, ordered by name",
 		Args:  positional("NAMESPACE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := lf.check(); err != nil {
+			if err := lf.check(cmd); err != nil {
 				return err
 			}
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.ListWaitGroupsResponse, error) {
@@ -276,7 +274,7 @@ instead of being overwritten.`,
 			if err != nil {
 				return err
 			}
-			keepSecs, err := keepSeconds("delete-after-finished", keep)
+			keepSecs, err := keepSeconds(cmd, "delete-after-finished", keep)
 			if err != nil {
 				return err
 			}
@@ -396,8 +394,12 @@ InvalidArgument "too many jobs").`, client.MaxJobsPerCall),
 				return usagef("want arguments NAMESPACE WAIT_GROUP JOB_ID..., got %d", len(args))
 			}
 			for i, v := range args {
+				name := [...]string{"NAMESPACE", "WAIT_GROUP", "JOB_ID"}[min(i, 2)]
 				if v == "" {
-					return usagef("%s: must not be empty", [...]string{"NAMESPACE", "WAIT_GROUP", "JOB_ID"}[min(i, 2)])
+					return usagef("%s: must not be empty", name)
+				}
+				if err := fsm.ValidateName("name", v); err != nil {
+					return usagef("%s %s: %s", name, quoteArg(v), fsmProblem(err))
 				}
 			}
 			return nil
@@ -438,20 +440,23 @@ func (a *app) readJobIDs(file string) ([]string, error) {
 	} else {
 		f, err := os.Open(file)
 		if err != nil {
-			return nil, usagef("jobs-file: %v", err)
+			return nil, usagef("--jobs-file %s: %v", quoteArg(file), errors.Unwrap(err))
 		}
 		defer f.Close()
 		r = f
 	}
 	var ids []string
 	sc := bufio.NewScanner(r)
-	for sc.Scan() {
+	for line := 1; sc.Scan(); line++ {
 		if id := strings.TrimSpace(sc.Text()); id != "" {
+			if err := fsm.ValidateJobID("job_id", id); err != nil {
+				return nil, usagef("--jobs-file %s: line %d: job ID %s: %s", quoteArg(file), line, quoteArg(id), fsmProblem(err))
+			}
 			ids = append(ids, id)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, usagef("jobs-file: %v", err)
+		return nil, usagef("--jobs-file %s: %v", quoteArg(file), err)
 	}
 	return ids, nil
 }
@@ -477,7 +482,7 @@ func (a *app) completeJobs(cmd *cobra.Command, ns, wg string, ids []string, meta
 					ee.code = exitExpired
 				}
 				if calls > 1 {
-					ee.msg = fmt.Sprintf("waitgroup complete: call %d of %d (jobs %d..%d; the calls before it are applied): %s", i/client.MaxJobsPerCall+1, calls, i+1, i+len(batch), ee.msg)
+					ee.lead = fmt.Sprintf("call %d of %d (jobs %d..%d; the calls before it are applied)", i/client.MaxJobsPerCall+1, calls, i+1, i+len(batch))
 				}
 			}
 			return err
@@ -510,7 +515,7 @@ func (a *app) waitGroupJobsCmd() *cobra.Command {
 		Short: "List the completed jobs of a wait group, ordered by job ID",
 		Args:  positional("NAMESPACE", "WAIT_GROUP"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := lf.check(); err != nil {
+			if err := lf.check(cmd); err != nil {
 				return err
 			}
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.ListWaitGroupCompletedJobsResponse, error) {
@@ -552,7 +557,7 @@ interrupted.`,
   grackle waitgroup wait batch nightly --wait 0 -o template='{{.outcome}}'   # look once`,
 		Args: positional("NAMESPACE", "WAIT_GROUP"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := wholeSeconds("wait", wait, 0); err != nil {
+			if _, err := wholeSeconds(cmd, "wait", wait, 0); err != nil {
 				return err
 			}
 			what := fmt.Sprintf("wait group %s/%s", args[0], args[1])
@@ -598,15 +603,15 @@ func waitGroupWaitResult(name string, wait time.Duration, r *pb.WaitForWaitGroup
 		if ts := cmp.Or(g.GetFinishedAt(), g.GetExpiresAt()); ts != 0 {
 			at = " at " + fmtTime(ts, now)
 		}
-		return &exitError{code: exitExpired, msg: fmt.Sprintf("waitgroup wait: EXPIRED: wait group %q expired%s with %s; it will never complete",
+		return &exitError{code: exitExpired, msg: fmt.Sprintf("EXPIRED: wait group %q expired%s with %s; it will never complete",
 			name, at, done)}
 	case pb.WaitGroupWaitOutcome_WAIT_GROUP_WAIT_OUTCOME_TIMED_OUT:
 		if wait == 0 {
-			return &exitError{code: exitNotAcquired, msg: fmt.Sprintf("waitgroup wait: TIMED_OUT: wait group %q has not finished (%s; --wait 30s waits)", name, done)}
+			return &exitError{code: exitNotAcquired, msg: fmt.Sprintf("TIMED_OUT: wait group %q has not finished (%s; --wait 30s waits)", name, done)}
 		}
-		return &exitError{code: exitNotAcquired, msg: fmt.Sprintf("waitgroup wait: TIMED_OUT: wait group %q not finished within %s (%s)", name, wait, done)}
+		return &exitError{code: exitNotAcquired, msg: fmt.Sprintf("TIMED_OUT: wait group %q not finished within %s (%s)", name, wait, done)}
 	default:
-		return &exitError{code: exitCallFailed, msg: fmt.Sprintf("waitgroup wait: unexpected outcome %s", r.GetOutcome())}
+		return &exitError{code: exitCallFailed, msg: fmt.Sprintf("unexpected outcome %s", r.GetOutcome())}
 	}
 }
 
@@ -648,7 +653,7 @@ func (a *app) waitProgress(cmd *cobra.Command, what string, wait time.Duration,
 	cli, err := a.client(dctx)
 	cancel()
 	if err != nil {
-		return nil, callError(cmdContext(cmd), err)
+		return nil, a.connectError(cmdContext(cmd), err)
 	}
 	return a.waitStatusFollowing(what, wait, func(ctx context.Context, set func(string)) {
 		t := time.NewTicker(progressEvery)

@@ -59,8 +59,8 @@ func TestWaitGroupCommandsE2E(t *testing.T) {
 	if r.stdout != "0\n" {
 		t.Fatalf("retry: %q", r.stdout)
 	}
-	wantExit(t, addr, exitCallFailed, "grackle: FailedPrecondition:", "waitgroup", "complete", "ns", "nightly", "late")
-	wantExit(t, addr, exitUsage, "grackle: InvalidArgument:", "waitgroup", "complete", "ns", "nightly", "bad id")
+	wantExit(t, addr, exitCallFailed, `grackle: waitgroup complete: wait group "nightly" is completed: it takes no new jobs`, "waitgroup", "complete", "ns", "nightly", "late")
+	wantExit(t, addr, exitUsage, `grackle: waitgroup complete: JOB_ID "bad id": may contain only [-_0-9a-zA-Z]`, "waitgroup", "complete", "ns", "nightly", "bad id")
 	r = runCLI(t, env, "waitgroup", "jobs", "ns", "nightly", "--limit", "2", "-o", "id")
 	if r.code != 0 || r.stdout != "job-000\njob-001\n" || !strings.HasPrefix(r.stderr, "next page: --page-token ") {
 		t.Fatalf("jobs: %d %q %q", r.code, r.stdout, r.stderr)
@@ -69,7 +69,7 @@ func TestWaitGroupCommandsE2E(t *testing.T) {
 	if !strings.Contains(r.stdout, "Status:         COMPLETED\n") || !strings.Contains(r.stdout, "Jobs done:      150 of 150 (0 left)\n") {
 		t.Fatalf("get:\n%s", r.stdout)
 	}
-	wantExit(t, addr, exitCallFailed, "grackle: FailedPrecondition:", "waitgroup", "update", "ns", "nightly", "--counter", "200")
+	wantExit(t, addr, exitCallFailed, "grackle: waitgroup update: ", "waitgroup", "update", "ns", "nightly", "--counter", "200")
 
 	// update: the counter lowered to the jobs done completes the group.
 	wantExit(t, addr, exitOK, "", "waitgroup", "create", "ns", "shrink", "--counter", "3", "--description", "d")
@@ -88,7 +88,7 @@ func TestWaitGroupCommandsE2E(t *testing.T) {
 	if !strings.HasPrefix(r.stdout, "Outcome:        EXPIRED\n") {
 		t.Fatalf("expired:\n%s", r.stdout)
 	}
-	wantExit(t, addr, exitExpired, "grackle: FailedPrecondition:", "waitgroup", "complete", "ns", "soon", "x")
+	wantExit(t, addr, exitExpired, "grackle: waitgroup complete: ", "waitgroup", "complete", "ns", "soon", "x")
 
 	r = wantExit(t, addr, exitOK, "", "waitgroup", "list", "ns", "-o", "id")
 	if r.stdout != "nightly\nshrink\nsoon\n" {
@@ -98,8 +98,8 @@ func TestWaitGroupCommandsE2E(t *testing.T) {
 		t.Errorf("completion: %q", got)
 	}
 	wantExit(t, addr, exitOK, "", "waitgroup", "delete", "ns", "soon")
-	wantExit(t, addr, exitCallFailed, "grackle: NotFound:", "waitgroup", "get", "ns", "soon")
-	wantExit(t, addr, exitCallFailed, "grackle: NotFound:", "waitgroup", "wait", "ns", "soon")
+	wantExit(t, addr, exitCallFailed, `grackle: waitgroup get: wait group "soon" not found`, "waitgroup", "get", "ns", "soon")
+	wantExit(t, addr, exitCallFailed, `grackle: waitgroup wait: wait group "soon" not found`, "waitgroup", "wait", "ns", "soon")
 }
 
 // Three shards meet with arrive --wait: the last returns at once, the
@@ -160,7 +160,7 @@ func TestBarrierCommandsE2E(t *testing.T) {
 	wantExit(t, addr, exitOK, "", "barrier", "arrive", "ns", "phase", "--process-id", "shard-1")
 	wantExit(t, addr, exitNotAcquired, "grackle: barrier wait: TIMED_OUT: barrier \"phase\" generation 2 has not tripped within 1s (1 of 3 arrived at generation 2)",
 		"barrier", "wait", "ns", "phase", "--wait", "1s")
-	wantExit(t, addr, exitCallFailed, "grackle: FailedPrecondition:", "barrier", "wait", "ns", "phase", "--generation", "5")
+	wantExit(t, addr, exitCallFailed, `grackle: barrier wait: GENERATION_MISMATCH: barrier "phase" is at generation 2, not 5`, "barrier", "wait", "ns", "phase", "--generation", "5")
 	r = wantExit(t, addr, exitOK, "", "barrier", "update", "ns", "phase", "--expected-processes", "1")
 	if !strings.HasSuffix(r.stdout, "barrier \"phase\" tripped by this update: generation 2 passed, now at 3\n") {
 		t.Fatalf("update:\n%s", r.stdout)
@@ -170,7 +170,7 @@ func TestBarrierCommandsE2E(t *testing.T) {
 		t.Errorf("completion: %q", got)
 	}
 	wantExit(t, addr, exitOK, "", "barrier", "delete", "ns", "phase")
-	wantExit(t, addr, exitCallFailed, "grackle: NotFound:", "barrier", "arrive", "ns", "phase", "--process-id", "x")
+	wantExit(t, addr, exitCallFailed, `grackle: barrier arrive: barrier "phase" not found in namespace "ns"`, "barrier", "arrive", "ns", "phase", "--process-id", "x")
 }
 
 // `barrier arrive --wait` alone is the one-line form of a shell script: it

@@ -450,7 +450,7 @@ func TestWaitGroupCommandsAgainstFake(t *testing.T) {
 			t.Errorf("request %v", got)
 		}
 		r = runCLI(t, env, "waitgroup", "update", "ns", "nightly", "--description", "x", "--expected-version", "1")
-		if r.code != exitUsage || r.stderr != "grackle: InvalidArgument: version mismatch\n" {
+		if r.code != exitUsage || r.stderr != "grackle: waitgroup update: version mismatch\n" {
 			t.Errorf("stale version: %d %q", r.code, r.stderr)
 		}
 	})
@@ -495,14 +495,14 @@ func TestWaitGroupCommandsAgainstFake(t *testing.T) {
 	t.Run("complete: too many jobs is bad input; an expired group exits 5", func(t *testing.T) {
 		wantOK(t, runCLI(t, env, "waitgroup", "create", "ns", "two", "--counter", "2"))
 		r := runCLI(t, env, "waitgroup", "complete", "ns", "two", "a", "b", "c")
-		if r.code != exitUsage || r.stderr != "grackle: InvalidArgument: jobs: too many jobs\n" {
+		if r.code != exitUsage || r.stderr != "grackle: waitgroup complete: jobs: too many jobs\n" {
 			t.Errorf("too many: %d %q", r.code, r.stderr)
 		}
 		f.mu.Lock()
 		f.groups["two"].Status = pb.WaitGroupStatus_WAIT_GROUP_STATUS_EXPIRED
 		f.mu.Unlock()
 		r = runCLI(t, env, "waitgroup", "complete", "ns", "two", "a")
-		if r.code != exitExpired || r.stderr != "grackle: FailedPrecondition: wait group \"two\" is WAIT_GROUP_STATUS_EXPIRED\n" {
+		if r.code != exitExpired || r.stderr != "grackle: waitgroup complete: wait group \"two\" is WAIT_GROUP_STATUS_EXPIRED\n" {
 			t.Errorf("expired: %d %q", r.code, r.stderr)
 		}
 		var ids []string
@@ -511,7 +511,7 @@ func TestWaitGroupCommandsAgainstFake(t *testing.T) {
 		}
 		wantOK(t, runCLI(t, env, "waitgroup", "create", "ns", "done", "--counter", "100"))
 		r = runCLI(t, env, append([]string{"waitgroup", "complete", "ns", "done"}, ids...)...)
-		if r.code != exitCallFailed || r.stderr != "grackle: waitgroup complete: call 2 of 2 (jobs 101..150; the calls before it are applied): FailedPrecondition: wait group \"done\" is WAIT_GROUP_STATUS_COMPLETED\n" {
+		if r.code != exitCallFailed || r.stderr != "grackle: waitgroup complete: call 2 of 2 (jobs 101..150; the calls before it are applied): wait group \"done\" is WAIT_GROUP_STATUS_COMPLETED\n" {
 			t.Errorf("second call refused: %d %q", r.code, r.stderr)
 		}
 	})
@@ -565,7 +565,7 @@ func TestWaitGroupCommandsAgainstFake(t *testing.T) {
 			t.Fatal("the wait was not woken by the completion")
 		}
 		r = runCLI(t, env, "waitgroup", "wait", "ns", "missing")
-		if r.code != exitCallFailed || r.stderr != "grackle: NotFound: wait group \"missing\" not found\n" {
+		if r.code != exitCallFailed || r.stderr != "grackle: waitgroup wait: wait group \"missing\" not found\n" {
 			t.Errorf("missing: %d %q", r.code, r.stderr)
 		}
 	})
@@ -708,26 +708,27 @@ func TestWaitsUsageErrors(t *testing.T) {
 		stderr string
 	}{
 		{[]string{"waitgroup", "create", "ns", "g"}, "grackle: waitgroup create: --counter is required (the number of jobs that complete the group, at least 1)"},
-		{[]string{"waitgroup", "create", "ns", "g", "--counter", "0"}, "grackle: waitgroup create: counter: must be at least 1, got 0"},
+		{[]string{"waitgroup", "create", "ns", "g", "--counter", "0"}, "grackle: waitgroup create: --counter 0: must be at least 1"},
 		{[]string{"waitgroup", "create", "ns", "g", "--counter", "1", "--expires-in", "1m", "--expires-at", "never"}, "grackle: waitgroup create: --expires-at and --expires-in exclude each other"},
-		{[]string{"waitgroup", "create", "ns", "g", "--counter", "1", "--expires-at", "tomorrow"}, `grackle: waitgroup create: expires-at: want an RFC 3339 time like 2026-01-02T15:04:05Z (or never), got "tomorrow"`},
-		{[]string{"waitgroup", "create", "ns", "g", "--counter", "1", "--expires-at", "2023-09-27T14:00:00Z"}, "grackle: waitgroup create: expires-at: 2023-09-27T14:00:00Z is not in the future (now 2023-09-27T14:55:00Z)"},
-		{[]string{"waitgroup", "create", "ns", "g", "--counter", "1", "--expires-in", "-5m"}, "grackle: waitgroup create: expires-in: must be positive, got -5m0s"},
-		{[]string{"waitgroup", "create", "ns", "g", "--counter", "1", "--delete-after-finished", "31d"}, `grackle: waitgroup create: invalid argument "31d" for "--delete-after-finished" flag`},
-		{[]string{"waitgroup", "create", "ns", "g", "--counter", "1", "--delete-after-finished", "721h"}, "grackle: waitgroup create: delete-after-finished: at most 720h (30 days), got 721h0m0s"},
+		{[]string{"waitgroup", "create", "ns", "g", "--counter", "1", "--expires-at", "tomorrow"}, `grackle: waitgroup create: --expires-at tomorrow: want an RFC 3339 time like 2026-01-02T15:04:05Z (or never)`},
+		{[]string{"waitgroup", "create", "ns", "g", "--counter", "1", "--expires-at", "2023-09-27T14:00:00Z"}, "grackle: waitgroup create: --expires-at 2023-09-27T14:00:00Z: not in the future (now 2023-09-27T14:55:00Z)"},
+		{[]string{"waitgroup", "create", "ns", "g", "--counter", "1", "--expires-in", "-5m"}, "grackle: waitgroup create: --expires-in -5m: must be positive"},
+		{[]string{"waitgroup", "create", "ns", "g", "--counter", "1", "--delete-after-finished", "31d"}, `grackle: waitgroup create: --delete-after-finished 31d: want a duration like 30s, 1m or 250ms (a bare number is seconds)`},
+		{[]string{"waitgroup", "create", "ns", "g", "--counter", "1", "--delete-after-finished", "721h"}, "grackle: waitgroup create: --delete-after-finished 721h: at most 720h0m0s (30 days)"},
 		{[]string{"waitgroup", "update", "ns", "g"}, "grackle: waitgroup update: nothing to update: give --counter"},
-		{[]string{"waitgroup", "update", "ns", "g", "--counter", "-1"}, "grackle: waitgroup update: counter: must be at least 1, got -1"},
+		{[]string{"waitgroup", "update", "ns", "g", "--counter", "-1"}, "grackle: waitgroup update: --counter -1: must be at least 1"},
 		{[]string{"waitgroup", "complete", "ns", "g"}, "grackle: waitgroup complete: no jobs: give JOB_IDs or --jobs-file"},
 		{[]string{"waitgroup", "complete", "ns"}, "grackle: waitgroup complete: want arguments NAMESPACE WAIT_GROUP JOB_ID..., got 1"},
 		{[]string{"waitgroup", "complete", "ns", "g", "a", ""}, "grackle: waitgroup complete: JOB_ID: must not be empty"},
-		{[]string{"waitgroup", "complete", "ns", "g", "--jobs-file", "/nonexistent/jobs"}, "grackle: waitgroup complete: jobs-file: open /nonexistent/jobs: no such file or directory"},
-		{[]string{"waitgroup", "wait", "ns", "g", "--wait", "-1s"}, "grackle: waitgroup wait: wait: must not be negative, got -1s"},
+		{[]string{"waitgroup", "complete", "ns", "g", "--jobs-file", "/nonexistent/jobs"}, "grackle: waitgroup complete: --jobs-file /nonexistent/jobs: no such file or directory"},
+		{[]string{"waitgroup", "complete", "ns", "g", "job 1"}, `grackle: waitgroup complete: JOB_ID "job 1": may contain only [-_0-9a-zA-Z], found ' ' at byte 3`},
+		{[]string{"waitgroup", "wait", "ns", "g", "--wait", "-1s"}, "grackle: waitgroup wait: --wait -1s: must not be negative"},
 		{[]string{"barrier", "create", "ns", "b"}, "grackle: barrier create: --expected-processes is required (how many processes trip the barrier, at least 1)"},
-		{[]string{"barrier", "create", "ns", "b", "--expected-processes", "0"}, "grackle: barrier create: expected-processes: must be at least 1, got 0"},
+		{[]string{"barrier", "create", "ns", "b", "--expected-processes", "0"}, "grackle: barrier create: --expected-processes 0: must be at least 1"},
 		{[]string{"barrier", "arrive", "ns", "b"}, "grackle: barrier arrive: --process-id is required (a stable ID of the arriving process, e.g. shard-3)"},
-		{[]string{"barrier", "arrive", "ns", "b", "--process-id", "p", "--generation", "0"}, "grackle: barrier arrive: generation: must be at least 1, got 0"},
-		{[]string{"barrier", "wait", "ns", "b", "--generation", "-2"}, "grackle: barrier wait: generation: must be at least 1, got -2"},
-		{[]string{"barrier", "participants", "ns", "b", "--generation", "-1"}, "grackle: barrier participants: generation: must be at least 0, got -1"},
+		{[]string{"barrier", "arrive", "ns", "b", "--process-id", "p", "--generation", "0"}, "grackle: barrier arrive: --generation 0: must be at least 1"},
+		{[]string{"barrier", "wait", "ns", "b", "--generation", "-2"}, "grackle: barrier wait: --generation -2: must be at least 1"},
+		{[]string{"barrier", "participants", "ns", "b", "--generation", "-1"}, "grackle: barrier participants: --generation -1: must be at least 0"},
 		{[]string{"barrier", "update", "ns", "b", "--metadata", "a=1", "--clear-metadata"}, "grackle: barrier update: --metadata and --clear-metadata exclude each other"},
 	} {
 		r := runCLI(t, map[string]string{"GRACKLE_ENDPOINTS": "127.0.0.1:1"}, tc.args...)

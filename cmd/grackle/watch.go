@@ -29,7 +29,7 @@ leader change it is rebuilt as the waiting clients retry (docs/watch.md).`,
 		Example: "  grackle semaphore waiters third_parties partner_1",
 		Args:    positional("NAMESPACE", "SEMAPHORE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := lf.check(); err != nil {
+			if err := lf.check(cmd); err != nil {
 				return err
 			}
 			resp, err := call(a, cmd, 0, func(ctx context.Context, c clients) (*pb.ListSemaphoreWaitersResponse, error) {
@@ -89,7 +89,7 @@ per line. The command ends with exit status 0 when interrupted or after
 // end) or it fails (errOf(u) is the error of the last update).
 func runWatch[U any](a *app, cmd *cobra.Command, count int, open func(ctx context.Context, cli *client.Client) <-chan U, errOf func(U) error, printState func(U) error) error {
 	if count < 0 {
-		return usagef("count: must be 0 (no end) or more, got %d", count)
+		return flagError(cmd, "count", "must be 0 (no end) or more")
 	}
 	ctx, cancel := context.WithCancel(cmdContext(cmd))
 	defer cancel()
@@ -97,7 +97,7 @@ func runWatch[U any](a *app, cmd *cobra.Command, count int, open func(ctx contex
 	cli, err := a.client(dctx)
 	dcancel()
 	if err != nil {
-		return callError(cmdContext(cmd), err)
+		return a.connectError(cmdContext(cmd), err)
 	}
 	n := 0
 	for u := range open(ctx, cli) {
