@@ -88,7 +88,7 @@ func (a *applier) putToken(t *fsmpb.AclToken) *Error {
 	if _, ok := a.s.tokenIdx[h]; ok {
 		return &Error{Code: CodeAlreadyExists, Msg: "a token with this secret already exists"}
 	}
-	a.s.tokens.ReplaceOrInsert(tokenRec{id: t.Id, hash: h, role: t.Role, ns: t.Namespace, desc: t.Description, createdAt: a.now})
+	a.s.tokens.Set(tokenRec{id: t.Id, hash: h, role: t.Role, ns: t.Namespace, desc: t.Description, createdAt: a.now})
 	a.s.tokenIdx[h] = t.Id
 	return nil
 }
@@ -147,7 +147,7 @@ func (f *FSM) Tokens() []Token {
 	s, done := f.read()
 	defer done()
 	var out []Token
-	s.tokens.Ascend(func(t tokenRec) bool {
+	s.tokens.Scan(func(t tokenRec) bool {
 		out = append(out, t.public())
 		return true
 	})
@@ -190,7 +190,7 @@ func loadTokens(tx *bolt.Tx, st *state) error {
 			return fmt.Errorf("token %q: secret hash shared with another token", t.id)
 		}
 		last = t.id
-		st.tokens.ReplaceOrInsert(t)
+		st.tokens.Set(t)
 		st.tokenIdx[t.hash] = t.id
 		return nil
 	})
@@ -205,7 +205,7 @@ func (s *state) checkTokens() error {
 		return fmt.Errorf("token index has %d entries for %d tokens", len(s.tokenIdx), s.tokens.Len())
 	}
 	var err error
-	s.tokens.Ascend(func(t tokenRec) bool {
+	s.tokens.Scan(func(t tokenRec) bool {
 		if s.tokenIdx[t.hash] != t.id {
 			err = fmt.Errorf("token %q missing from the hash index", t.id)
 		}

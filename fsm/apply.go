@@ -239,7 +239,7 @@ func (a *applier) createNamespace(c *fsmpb.CreateNamespace) *Error {
 		return err
 	}
 	ns := nsRec{name: c.Name, desc: c.Description, md: copyMetadata(c.Metadata), version: 1, createdAt: a.now, updatedAt: a.now}
-	s.namespaces.ReplaceOrInsert(ns)
+	s.namespaces.Set(ns)
 	a.res.Namespace = ns.view()
 	return nil
 }
@@ -261,7 +261,7 @@ func (a *applier) updateNamespace(c *fsmpb.UpdateNamespace) *Error {
 	if err := a.s.growsOverQuota(oldSize, nsSize(ns)); err != nil {
 		return err
 	}
-	a.s.namespaces.ReplaceOrInsert(ns)
+	a.s.namespaces.Set(ns)
 	a.res.Namespace = ns.view()
 	return nil
 }
@@ -276,7 +276,7 @@ func (a *applier) deleteNamespace(c *fsmpb.DeleteNamespace) *Error {
 		return nil // deleting a missing namespace is not an error
 	}
 	var leases []leaseRec
-	s.leases.AscendGreaterOrEqual(leaseRec{leaseIdent: &leaseIdent{ns: ns.name}}, func(l leaseRec) bool {
+	s.leases.Ascend(leaseRec{leaseIdent: &leaseIdent{ns: ns.name}}, func(l leaseRec) bool {
 		if l.ns != ns.name {
 			return false
 		}
@@ -288,7 +288,7 @@ func (a *applier) deleteNamespace(c *fsmpb.DeleteNamespace) *Error {
 		a.res.RemovedLeases = append(a.res.RemovedLeases, LeaseKey{l.ns, l.id})
 	}
 	var sems []semRec
-	s.semaphores.AscendGreaterOrEqual(semRec{ns: ns.name}, func(x semRec) bool {
+	s.semaphores.Ascend(semRec{ns: ns.name}, func(x semRec) bool {
 		if x.ns != ns.name {
 			return false
 		}
@@ -330,7 +330,7 @@ func (a *applier) createSemaphore(c *fsmpb.CreateSemaphore) *Error {
 		version: 1, createdAt: a.now, updatedAt: a.now, lastActivity: a.now}
 	s.putSem(sem)
 	ns.semCount++
-	s.namespaces.ReplaceOrInsert(ns)
+	s.namespaces.Set(ns)
 	a.res.Semaphore = s.semView(sem, a.now)
 	return nil
 }
@@ -392,7 +392,7 @@ func (a *applier) dropSemaphore(sem semRec) {
 	s.delSem(sem)
 	if ns, ok := s.getNS(sem.ns); ok {
 		ns.semCount--
-		s.namespaces.ReplaceOrInsert(ns)
+		s.namespaces.Set(ns)
 	}
 	a.res.RemovedSemaphores = append(a.res.RemovedSemaphores, SemKey{sem.ns, sem.name})
 }
@@ -635,7 +635,7 @@ func (a *applier) createLease(c *fsmpb.CreateLease) *Error {
 	} else {
 		ns.leaseCount++
 	}
-	s.namespaces.ReplaceOrInsert(ns)
+	s.namespaces.Set(ns)
 	a.setLeaseResult(l)
 	return nil
 }
@@ -693,7 +693,7 @@ func (a *applier) reap(l leaseRec) {
 func (a *applier) expireLeases(c *fsmpb.ExpireLeases) *Error {
 	max := int(c.GetMax())
 	var due []expiryKey
-	a.s.expiry.Ascend(func(k expiryKey) bool {
+	a.s.expiry.Scan(func(k expiryKey) bool {
 		if k.at > a.now || (max > 0 && len(due) >= max) {
 			return false
 		}
@@ -714,7 +714,7 @@ func (a *applier) extendLeases(c *fsmpb.ExtendLeases) *Error {
 	}
 	var live []expiryKey
 	// satAdd: at now = MaxInt64, now+1 would wrap and select every lease.
-	a.s.expiry.AscendGreaterOrEqual(expiryKey{at: satAdd(a.now, 1)}, func(k expiryKey) bool {
+	a.s.expiry.Ascend(expiryKey{at: satAdd(a.now, 1)}, func(k expiryKey) bool {
 		live = append(live, k)
 		return true
 	})
@@ -737,7 +737,7 @@ func (a *applier) setMember(c *fsmpb.SetMember) *Error {
 			return err
 		}
 	}
-	a.s.members.ReplaceOrInsert(memberRec{id: c.NodeId, raftAddr: c.RaftAddress, grpcAddr: c.GrpcAddress, voter: c.Voter})
+	a.s.members.Set(memberRec{id: c.NodeId, raftAddr: c.RaftAddress, grpcAddr: c.GrpcAddress, voter: c.Voter})
 	return nil
 }
 

@@ -410,7 +410,7 @@ func (f *FSM) Members() []Member {
 	s, done := f.read()
 	defer done()
 	var ms []Member
-	s.members.Ascend(func(m memberRec) bool {
+	s.members.Scan(func(m memberRec) bool {
 		ms = append(ms, Member{m.id, m.raftAddr, m.grpcAddr, m.voter})
 		return true
 	})
@@ -443,13 +443,13 @@ func (f *FSM) Counts() Counts {
 	c := Counts{Namespaces: s.namespaces.Len(), Semaphores: s.semaphores.Len(), Leases: s.leases.Len(), Holders: s.holders.Len(),
 		Locks: s.locks.Len(), LockHolders: s.lockHolds.Len(), WaitGroups: s.waitGroups.Len(), CompletedJobs: s.jobs.Len(),
 		Barriers: s.barriers.Len()}
-	s.waitGroups.Ascend(func(w wgRec) bool {
+	s.waitGroups.Scan(func(w wgRec) bool {
 		if w.status == pb.WaitGroupStatus_WAIT_GROUP_STATUS_ACTIVE {
 			c.ActiveWaitGroups++
 		}
 		return true
 	})
-	s.namespaces.Ascend(func(n nsRec) bool {
+	s.namespaces.Scan(func(n nsRec) bool {
 		c.LockLeases += int(n.lockLeaseCount)
 		return true
 	})
@@ -467,7 +467,7 @@ func (f *FSM) Expiring(now int64, max int) (weights map[SemKey]int64, locks map[
 	s, done := f.read()
 	defer done()
 	n := 0
-	s.expiry.Ascend(func(k expiryKey) bool {
+	s.expiry.Scan(func(k expiryKey) bool {
 		if k.at > now || (max > 0 && n >= max) {
 			return false
 		}

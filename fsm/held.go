@@ -7,7 +7,7 @@ func (f *FSM) HeldPermits() int64 {
 	s, done := f.read()
 	defer done()
 	var n int64
-	s.semaphores.Ascend(func(x semRec) bool {
+	s.semaphores.Scan(func(x semRec) bool {
 		n += x.holds
 		return true
 	})

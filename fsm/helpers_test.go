@@ -249,29 +249,29 @@ func dumpState(f *FSM) string {
 	defer done()
 	var b strings.Builder
 	fmt.Fprintf(&b, "token=%d seq=%d limits=%+v\n", s.lastToken, s.holdSeq, s.limits)
-	s.namespaces.Ascend(func(n nsRec) bool {
+	s.namespaces.Scan(func(n nsRec) bool {
 		fmt.Fprintf(&b, "ns %q desc=%q md=%s v=%d c=%d u=%d sems=%d leases=%d\n", n.name, n.desc, mdString(n.md), n.version, n.createdAt, n.updatedAt, n.semCount, n.leaseCount)
 		return true
 	})
-	s.semaphores.Ascend(func(x semRec) bool {
+	s.semaphores.Scan(func(x semRec) bool {
 		fmt.Fprintf(&b, "sem %q/%q desc=%q md=%s permits=%d v=%d c=%d u=%d act=%d holds=%d holders=%d\n", x.ns, x.name, x.desc, mdString(x.md), x.permits, x.version, x.createdAt, x.updatedAt, x.lastActivity, x.holds, x.holders)
 		return true
 	})
-	s.leases.Ascend(func(l leaseRec) bool {
+	s.leases.Scan(func(l leaseRec) bool {
 		fmt.Fprintf(&b, "lease %q/%q proc=%q ttl=%d c=%d exp=%d\n", l.ns, l.id, l.proc, l.ttl, l.createdAt, l.expiresAt)
 		return true
 	})
-	s.holders.Ascend(func(h *holderRec) bool {
+	s.holders.Scan(func(h *holderRec) bool {
 		fmt.Fprintf(&b, "holder %q/%q seq=%d lease=%q w=%d locked=%d token=%d md=%s\n", h.ns, h.sem, h.seq, h.lease.id, h.weight, h.lockedAt, h.token, mdString(h.md))
 		return true
 	})
-	s.members.Ascend(func(m memberRec) bool {
+	s.members.Scan(func(m memberRec) bool {
 		fmt.Fprintf(&b, "member %q %q %q\n", m.id, m.raftAddr, m.grpcAddr)
 		return true
 	})
 	dumpWaits(&b, s)
 	fmt.Fprintf(&b, "acl_bootstrapped=%v\n", s.aclBootstrapped)
-	s.tokens.Ascend(func(t tokenRec) bool {
+	s.tokens.Scan(func(t tokenRec) bool {
 		fmt.Fprintf(&b, "token %q hash=%x role=%q ns=%q desc=%q c=%d\n", t.id, t.hash, t.role, t.ns, t.desc, t.createdAt)
 		return true
 	})
@@ -366,26 +366,26 @@ var activityRE = regexp.MustCompile(`act=-?[0-9]+`)
 // indexes (timers, arrivals by process, counts per namespace) for
 // dumpState.
 func dumpWaits(b *strings.Builder, s *state) {
-	s.waitGroups.Ascend(func(w wgRec) bool {
+	s.waitGroups.Scan(func(w wgRec) bool {
 		fmt.Fprintf(b, "wg %q/%q desc=%q md=%s counter=%d completed=%d status=%v exp=%d keep=%d fin=%d v=%d c=%d u=%d act=%d\n",
 			w.ns, w.name, w.desc, mdString(w.md), w.counter, w.completed, w.status, w.expiresAt, w.deleteAfter, w.finishedAt,
 			w.version, w.createdAt, w.updatedAt, w.lastActivity)
 		return true
 	})
-	s.jobs.Ascend(func(j jobRec) bool {
+	s.jobs.Scan(func(j jobRec) bool {
 		fmt.Fprintf(b, "job %q/%q/%q at=%d md=%s\n", j.ns, j.wg, j.id, j.completedAt, mdString(j.md))
 		return true
 	})
-	s.barriers.Ascend(func(x barRec) bool {
+	s.barriers.Scan(func(x barRec) bool {
 		fmt.Fprintf(b, "bar %q/%q desc=%q md=%s expected=%d arrived=%d gen=%d keep=%d v=%d c=%d u=%d act=%d\n",
 			x.ns, x.name, x.desc, mdString(x.md), x.expected, x.arrived, x.generation, x.deleteInactive, x.version, x.createdAt, x.updatedAt, x.lastActivity)
 		return true
 	})
-	s.arrivals.Ascend(func(r arrivalRec) bool {
+	s.arrivals.Scan(func(r arrivalRec) bool {
 		fmt.Fprintf(b, "arrival %q/%q gen=%d seq=%d proc=%q at=%d md=%s\n", r.ns, r.bar, r.gen, r.seq, r.proc, r.arrivedAt, mdString(r.md))
 		return true
 	})
-	s.timers.Ascend(func(t timerKey) bool {
+	s.timers.Scan(func(t timerKey) bool {
 		fmt.Fprintf(b, "timer at=%d kind=%d %q/%q\n", t.at, t.kind, t.ns, t.name)
 		return true
 	})

@@ -59,7 +59,7 @@ func (s *state) check() error {
 		err = fmt.Errorf(format, a...)
 		return false
 	}
-	s.namespaces.Ascend(func(n nsRec) bool {
+	s.namespaces.Scan(func(n nsRec) bool {
 		if n.semCount != semCount[n.name] || n.leaseCount != leaseCount[n.name] {
 			return fail("namespace %s counts: semaphores %d/%d leases %d/%d", n.name, n.semCount, semCount[n.name], n.leaseCount, leaseCount[n.name])
 		}
@@ -75,7 +75,7 @@ func (s *state) check() error {
 	if err != nil {
 		return err
 	}
-	s.members.Ascend(func(m memberRec) bool {
+	s.members.Scan(func(m memberRec) bool {
 		err = checkMemberRecord(m)
 		return err == nil
 	})
@@ -116,7 +116,7 @@ func (s *state) checkSemaphores(semCount map[string]int64, holds *int) error {
 	}
 	nsExists := s.nsCache()
 	var busySems int // semaphores whose stored counts are not zero
-	s.semaphores.Ascend(func(x semRec) bool {
+	s.semaphores.Scan(func(x semRec) bool {
 		if !nsExists(x.ns) {
 			return fail("semaphore %s/%s in missing namespace", x.ns, x.name)
 		}
@@ -163,7 +163,7 @@ func (s *state) checkSemaphores(semCount map[string]int64, holds *int) error {
 		}
 		return true
 	}
-	s.holders.Ascend(func(h *holderRec) bool {
+	s.holders.Scan(func(h *holderRec) bool {
 		if !inGroup || h.ns != cur.ns || h.sem != cur.name {
 			if !endGroup() {
 				return false
@@ -227,7 +227,7 @@ func (s *state) checkLeases(leaseCount, lockLeaseCount map[string]int64, holds *
 	}
 	nsExists := s.nsCache()
 	leaseHolds := 0
-	s.leases.Ascend(func(l leaseRec) bool {
+	s.leases.Scan(func(l leaseRec) bool {
 		if l.leaseIdent == nil {
 			return fail("lease without identity")
 		}
@@ -270,7 +270,7 @@ func (s *state) checkLeases(leaseCount, lockLeaseCount map[string]int64, holds *
 	// Each index entry must point at a registered lease (and the expiry
 	// entry at its expires_at): entries are then distinct leases, and equal
 	// counts make them one per lease.
-	s.byProc.Ascend(func(k procKey) bool {
+	s.byProc.Scan(func(k procKey) bool {
 		if k.leaseIdent == nil || s.identOf(k.ns, k.id) != k.leaseIdent {
 			return fail("process index entry for a lease that does not exist")
 		}
@@ -279,7 +279,7 @@ func (s *state) checkLeases(leaseCount, lockLeaseCount map[string]int64, holds *
 	if err != nil {
 		return err
 	}
-	s.expiry.Ascend(func(k expiryKey) bool {
+	s.expiry.Scan(func(k expiryKey) bool {
 		if k.leaseIdent == nil || s.identOf(k.ns, k.id) != k.leaseIdent || k.at != k.liveExp {
 			return fail("expiry index entry (%d) for a lease that does not exist or expires otherwise", k.at)
 		}

@@ -27,12 +27,12 @@ func TestCheckRefusesBrokenLeaseIndexes(t *testing.T) {
 			li := some(s)
 			s.expiry.Delete(expiryKey{at: li.liveExp, leaseIdent: li})
 			cp := *li
-			s.expiry.ReplaceOrInsert(expiryKey{at: li.liveExp, leaseIdent: &cp})
+			s.expiry.Set(expiryKey{at: li.liveExp, leaseIdent: &cp})
 		},
 		"expiry entry at another time": func(s *state) {
 			li := some(s)
 			s.expiry.Delete(expiryKey{at: li.liveExp, leaseIdent: li})
-			s.expiry.ReplaceOrInsert(expiryKey{at: li.liveExp + 1, leaseIdent: li})
+			s.expiry.Set(expiryKey{at: li.liveExp + 1, leaseIdent: li})
 		},
 		"expiry entry missing": func(s *state) {
 			li := some(s)
@@ -40,13 +40,13 @@ func TestCheckRefusesBrokenLeaseIndexes(t *testing.T) {
 		},
 		"expiry entry twice": func(s *state) {
 			li := some(s)
-			s.expiry.ReplaceOrInsert(expiryKey{at: li.liveExp + 5, leaseIdent: li})
+			s.expiry.Set(expiryKey{at: li.liveExp + 5, leaseIdent: li})
 		},
 		"process entry for a copy of an ident": func(s *state) {
 			li := some(s)
 			s.byProc.Delete(procKey{li})
 			cp := *li
-			s.byProc.ReplaceOrInsert(procKey{&cp})
+			s.byProc.Set(procKey{&cp})
 		},
 		"process entry missing": func(s *state) { s.byProc.Delete(procKey{some(s)}) },
 	}

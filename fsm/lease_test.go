@@ -251,7 +251,7 @@ func TestExtendLeases(t *testing.T) {
 	h.now = t0 + 2*sec // lid(1) and lid(2) are dead (lid(2) exactly now)
 	h.ok(cExtend(10 * sec))
 	exp := map[string]int64{}
-	h.f.st.leases.Ascend(func(l leaseRec) bool { exp[l.id] = l.expiresAt; return true })
+	h.f.st.leases.Scan(func(l leaseRec) bool { exp[l.id] = l.expiresAt; return true })
 	if want := map[string]int64{lid(1): t0 + sec, lid(2): t0 + 2*sec, lid(3): t0 + 15*sec}; !reflect.DeepEqual(exp, want) {
 		t.Fatalf("expiries %v want %v", exp, want)
 	}

@@ -3,7 +3,6 @@ package fsm
 import (
 	"strings"
 
-	"github.com/grackle-coord/grackle/internal/btree"
 	"github.com/grackle-coord/grackle/internal/fault"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
@@ -110,9 +109,9 @@ func (li *leaseIdent) lockOf(name string) *lockHold {
 
 func (li *leaseIdent) setLock(h *lockHold) {
 	if li.locks == nil {
-		li.locks = btree.NewG(8, lessLockByName)
+		li.locks = newTree(8, lessLockByName)
 	}
-	li.locks.ReplaceOrInsert(h)
+	li.locks.Set(h)
 }
 
 func (li *leaseIdent) dropLock(name string) {
@@ -138,7 +137,7 @@ func (li *leaseIdent) lockList() []*lockHold {
 		return nil
 	}
 	out := make([]*lockHold, 0, li.locks.Len())
-	li.locks.Ascend(func(h *lockHold) bool {
+	li.locks.Scan(func(h *lockHold) bool {
 		out = append(out, h)
 		return true
 	})
@@ -151,7 +150,7 @@ func (li *leaseIdent) locksBelow(name string) (excl, shared int64) {
 		return 0, 0
 	}
 	p := name + "/"
-	li.locks.AscendGreaterOrEqual(&lockHold{name: p}, func(h *lockHold) bool {
+	li.locks.Ascend(&lockHold{name: p}, func(h *lockHold) bool {
 		if !strings.HasPrefix(h.name, p) {
 			return false
 		}
@@ -197,11 +196,11 @@ func (s *state) putLockHold(h *lockHold, rec lockRec) {
 		s.lockIdx[k] = live
 		if ns, ok := s.getNS(h.ns); ok {
 			ns.lockCount++
-			s.namespaces.ReplaceOrInsert(ns)
+			s.namespaces.Set(ns)
 		}
 	}
 	live.rec = rec
-	s.locks.ReplaceOrInsert(rec)
+	s.locks.Set(rec)
 	replaced := false
 	for i, o := range live.holders {
 		if o.lease == h.lease {
@@ -221,7 +220,7 @@ func (s *state) putLockHold(h *lockHold, rec lockRec) {
 		live.excl++
 	}
 	s.countBelow(h, 1)
-	s.lockHolds.ReplaceOrInsert(h)
+	s.lockHolds.Set(h)
 	h.lease.setLock(h)
 }
 
@@ -250,12 +249,12 @@ func (s *state) dropLockHold(h *lockHold, now int64) {
 		s.locks.Delete(live.rec)
 		if ns, ok := s.getNS(h.ns); ok {
 			ns.lockCount--
-			s.namespaces.ReplaceOrInsert(ns)
+			s.namespaces.Set(ns)
 		}
 		return
 	}
 	live.rec.lastActivity = now
-	s.locks.ReplaceOrInsert(live.rec)
+	s.locks.Set(live.rec)
 }
 
 // ---- conflicts ----
@@ -407,7 +406,7 @@ func (s *state) conflict(q lockAsk, list []LockChange, names bool) (pb.Contentio
 		p := q.name + "/"
 		scanned := 0
 		last := ""
-		s.lockHolds.AscendGreaterOrEqual(&lockHold{ns: q.ns, name: p}, func(h *lockHold) bool {
+		s.lockHolds.Ascend(&lockHold{ns: q.ns, name: p}, func(h *lockHold) bool {
 			if h.ns != q.ns || !strings.HasPrefix(h.name, p) || len(blocking) >= maxBlocking || scanned >= maxBlockingScan {
 				return false
 			}

@@ -15,7 +15,7 @@ func (s *state) checkLocks() (map[string]int64, error) {
 		err = fmt.Errorf(format, a...)
 		return false
 	}
-	s.locks.Ascend(func(r lockRec) bool {
+	s.locks.Scan(func(r lockRec) bool {
 		live := s.lockIdx[LockKey{r.ns, r.name}]
 		if live == nil || live.rec != r || len(live.holders) == 0 {
 			return fail("lock %s/%s: record without live holders, or the index disagrees", r.ns, r.name)
@@ -33,7 +33,7 @@ func (s *state) checkLocks() (map[string]int64, error) {
 	byLock := map[LockKey][]*lockHold{}
 	leaseLocks := 0
 	var all []*lockHold
-	s.lockHolds.Ascend(func(h *lockHold) bool {
+	s.lockHolds.Scan(func(h *lockHold) bool {
 		if h.lease == nil || s.identOf(h.ns, h.lease.id) != h.lease || !IsLockLeaseID(h.lease.id) {
 			return fail("hold of lock %s/%s by a lease that does not exist or is not a lock lease", h.ns, h.name)
 		}
@@ -60,7 +60,7 @@ func (s *state) checkLocks() (map[string]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.leases.Ascend(func(l leaseRec) bool {
+	s.leases.Scan(func(l leaseRec) bool {
 		leaseLocks += l.lockCount()
 		return true
 	})

@@ -67,7 +67,7 @@ func (f *FSM) ListLocks(ns, prefix string, limit int32, token string, now int64)
 	in := func(name string) bool { return prefix == "" || name == prefix || IsAncestor(prefix, name) }
 	// The scope starts at the prefix itself; names between it and its
 	// descendants ("a-b" sorts between "a" and "a/b") are skipped.
-	sc := listScope[lockRec]{kind: "lock", tree: s.locks.BTreeG, start: lockRec{ns: ns, name: prefix},
+	sc := listScope[lockRec]{kind: "lock", tree: s.locks.tree, start: lockRec{ns: ns, name: prefix},
 		inScope: func(r lockRec) bool {
 			return r.ns == ns && (prefix == "" || strings.HasPrefix(r.name, prefix))
 		},

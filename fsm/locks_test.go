@@ -184,7 +184,7 @@ func TestRestoreRefusesConflictingLockHolds(t *testing.T) {
 	// records are rewritten through the codec, as a crafted file would be.
 	s := h.f.st
 	var forged *lockHold
-	s.lockHolds.Ascend(func(x *lockHold) bool {
+	s.lockHolds.Scan(func(x *lockHold) bool {
 		if x.name == "b" {
 			forged = x
 		}

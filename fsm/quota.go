@@ -3,7 +3,7 @@ package fsm
 import (
 	"fmt"
 
-	"github.com/grackle-coord/grackle/internal/btree"
+	"github.com/tidwall/btree"
 )
 
 // The state quota (Limits.MaxStateBytes) bounds an accounted size of the
@@ -100,20 +100,21 @@ func arrivalSize(x arrivalRec) int64 {
 }
 
 // table is a persisted table: a B-tree that keeps the accounted size of its
-// records. Its mutating methods shadow the tree's, so every change through
-// them is counted; reads are the tree's own.
+// records. The tree is not embedded: every change goes through the methods
+// below, which keep the count, and reads through the few that forward.
 type table[T any] struct {
-	*btree.BTreeG[T]
+	tree  *btree.BTreeG[T]
 	size  func(T) int64
 	bytes int64
 }
 
-func newTable[T any](less btree.LessFunc[T], size func(T) int64) *table[T] {
-	return &table[T]{BTreeG: btree.NewG(btreeDegree, less), size: size}
+func newTable[T any](less func(a, b T) bool, size func(T) int64) *table[T] {
+	return &table[T]{tree: newTree(btreeDegree, less), size: size}
 }
 
-func (t *table[T]) ReplaceOrInsert(x T) (T, bool) {
-	old, had := t.BTreeG.ReplaceOrInsert(x)
+// Set stores x, replacing an equal record; it returns the replaced one.
+func (t *table[T]) Set(x T) (T, bool) {
+	old, had := t.tree.Set(x)
 	if had {
 		t.bytes -= t.size(old)
 	}
@@ -121,47 +122,55 @@ func (t *table[T]) ReplaceOrInsert(x T) (T, bool) {
 	return old, had
 }
 
+// Delete removes the record equal to x and returns it.
 func (t *table[T]) Delete(x T) (T, bool) {
-	old, had := t.BTreeG.Delete(x)
+	old, had := t.tree.Delete(x)
 	if had {
 		t.bytes -= t.size(old)
 	}
 	return old, had
 }
 
-func (t *table[T]) DeleteMin() (T, bool) {
-	old, had := t.BTreeG.DeleteMin()
-	if had {
-		t.bytes -= t.size(old)
-	}
-	return old, had
-}
-
-func (t *table[T]) DeleteMax() (T, bool) {
-	old, had := t.BTreeG.DeleteMax()
-	if had {
-		t.bytes -= t.size(old)
-	}
-	return old, had
-}
-
-func (t *table[T]) Clear(addNodesToFreelist bool) {
-	t.BTreeG.Clear(addNodesToFreelist)
+// Clear empties the table.
+func (t *table[T]) Clear() {
+	t.tree.Clear()
 	t.bytes = 0
 }
 
-// Clone is the tree's copy-on-write clone with the same size.
-func (t *table[T]) Clone() *table[T] {
-	return &table[T]{BTreeG: t.BTreeG.Clone(), size: t.size, bytes: t.bytes}
+// Copy is the tree's copy-on-write copy with the same size. It changes the
+// tree's identity (btree.BTreeG.Copy), so it is a write: callers hold the
+// FSM's write lock.
+func (t *table[T]) Copy() *table[T] {
+	return &table[T]{tree: t.tree.Copy(), size: t.size, bytes: t.bytes}
 }
 
 // Bytes is the accounted size of the table's records.
 func (t *table[T]) Bytes() int64 { return t.bytes }
 
+// Get finds the record equal to key.
+func (t *table[T]) Get(key T) (T, bool) { return t.tree.Get(key) }
+
+// Len is the number of records.
+func (t *table[T]) Len() int { return t.tree.Len() }
+
+// Min is the first record.
+func (t *table[T]) Min() (T, bool) { return t.tree.Min() }
+
+// Scan visits every record in order until iter returns false.
+func (t *table[T]) Scan(iter func(T) bool) { t.tree.Scan(iter) }
+
+// Ascend visits the records from pivot on, in order, until iter returns
+// false.
+func (t *table[T]) Ascend(pivot T, iter func(T) bool) { t.tree.Ascend(pivot, iter) }
+
+// Descend visits the records from pivot back, in reverse order, until iter
+// returns false.
+func (t *table[T]) Descend(pivot T, iter func(T) bool) { t.tree.Descend(pivot, iter) }
+
 // buildFromSorted fills the empty table from records in strictly increasing
-// order (btree.BuildFromSorted) and counts them.
-func (t *table[T]) buildFromSorted(less btree.LessFunc[T], items []T) error {
-	if err := btree.BuildFromSorted(t.BTreeG, less, items); err != nil {
+// order (loadSorted) and counts them.
+func (t *table[T]) buildFromSorted(less func(a, b T) bool, items []T) error {
+	if err := loadSorted(t.tree, less, items); err != nil {
 		return err
 	}
 	t.bytes = 0
@@ -174,7 +183,7 @@ func (t *table[T]) buildFromSorted(less btree.LessFunc[T], items []T) error {
 // count is the size of the table's records, summed afresh.
 func (t *table[T]) count() int64 {
 	n := int64(0)
-	t.BTreeG.Ascend(func(x T) bool {
+	t.tree.Scan(func(x T) bool {
 		n += t.size(x)
 		return true
 	})

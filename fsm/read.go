@@ -6,7 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/grackle-coord/grackle/internal/btree"
+	"github.com/tidwall/btree"
+
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
 
@@ -182,9 +183,9 @@ func (sc listScope[T]) walk(backward bool, from T, exclusive bool, n int) []T {
 		return len(out) < n
 	}
 	if backward {
-		sc.tree.DescendLessOrEqual(from, visit)
+		sc.tree.Descend(from, visit)
 	} else {
-		sc.tree.AscendGreaterOrEqual(from, visit)
+		sc.tree.Ascend(from, visit)
 	}
 	return out
 }
@@ -202,7 +203,7 @@ func (s *state) getNamespace(name string) (*pb.Namespace, *Error) {
 }
 
 func (s *state) listNamespaces(limit int32, token string) (Page[*pb.Namespace], *Error) {
-	sc := listScope[nsRec]{kind: "ns", tree: s.namespaces.BTreeG, start: nsRec{},
+	sc := listScope[nsRec]{kind: "ns", tree: s.namespaces.tree, start: nsRec{},
 		inScope: always[nsRec], keyOf: func(n nsRec) string { return n.name },
 		pivot: func(k string) (nsRec, bool) { return nsRec{name: k}, true }, visible: always[nsRec]}
 	p, err := sc.page(limit, token)
@@ -231,7 +232,7 @@ func (s *state) listSemaphores(ns string, limit int32, token string, now int64) 
 	if _, ok := s.getNS(ns); !ok {
 		return Page[*pb.Semaphore]{}, namespaceNotFound(ns)
 	}
-	sc := listScope[semRec]{kind: "sem", tree: s.semaphores.BTreeG, start: semRec{ns: ns},
+	sc := listScope[semRec]{kind: "sem", tree: s.semaphores.tree, start: semRec{ns: ns},
 		inScope: func(x semRec) bool { return x.ns == ns }, keyOf: func(x semRec) string { return x.name },
 		pivot: func(k string) (semRec, bool) { return semRec{ns: ns, name: k}, true }, visible: always[semRec]}
 	p, err := sc.page(limit, token)
@@ -249,7 +250,7 @@ func (s *state) listHolders(ns, sem string, limit int32, token string, now int64
 	if _, err := s.getSemaphore(ns, sem, now); err != nil {
 		return Page[*pb.SemaphoreHolder]{}, err
 	}
-	sc := listScope[*holderRec]{kind: "hold", tree: s.holders.BTreeG, start: &holderRec{ns: ns, sem: sem},
+	sc := listScope[*holderRec]{kind: "hold", tree: s.holders.tree, start: &holderRec{ns: ns, sem: sem},
 		inScope: func(h *holderRec) bool { return h.ns == ns && h.sem == sem },
 		keyOf:   func(h *holderRec) string { return strconv.FormatUint(h.seq, 10) },
 		pivot: func(k string) (*holderRec, bool) {
@@ -311,7 +312,7 @@ func (s *state) listLeases(ns, proc, prefix string, limit int32, token string, n
 	var p Page[string]
 	var err *Error
 	if proc == "" {
-		sc := listScope[leaseRec]{kind: kind, tree: s.leases.BTreeG, start: leaseRec{leaseIdent: &leaseIdent{ns: ns, id: prefix}},
+		sc := listScope[leaseRec]{kind: kind, tree: s.leases.tree, start: leaseRec{leaseIdent: &leaseIdent{ns: ns, id: prefix}},
 			inScope: func(l leaseRec) bool { return l.ns == ns && strings.HasPrefix(l.id, prefix) }, keyOf: func(l leaseRec) string { return l.id },
 			pivot:   func(k string) (leaseRec, bool) { return leaseRec{leaseIdent: &leaseIdent{ns: ns, id: k}}, true },
 			visible: func(l leaseRec) bool { return l.expiresAt > now }}

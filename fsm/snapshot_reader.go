@@ -13,7 +13,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/grackle-coord/grackle/internal/btree"
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 )
 
@@ -454,8 +453,8 @@ func loadState(tx *bolt.Tx, st *state) error {
 			return err
 		}
 	}
-	// The tables are built bottom-up from their records, which are in
-	// order (checked above, and again by BuildFromSorted).
+	// The tables are loaded from their records, which are in order
+	// (checked above, and again by loadSorted).
 	if err := st.holders.buildFromSorted(lessHolder, holders); err != nil {
 		return fmt.Errorf("holders: %w", err)
 	}
@@ -504,12 +503,12 @@ func loadState(tx *bolt.Tx, st *state) error {
 			return fmt.Errorf("member %q out of order", m.id)
 		}
 		lastM = m.id
-		st.members.ReplaceOrInsert(m)
+		st.members.Set(m)
 		return nil
 	})
 }
 
-// buildLeaseTrees builds the leases, expiry and process trees bottom-up
+// buildLeaseTrees loads the leases, expiry and process trees in order
 // from procs (in lease order, grouped by namespace), which it sorts for
 // the process index; the prefix keeps most comparisons from touching other
 // memory.
@@ -532,7 +531,7 @@ func buildLeaseTrees(st *state, procs []procSortKey) error {
 	if !slices.IsSortedFunc(exp, func(a, b expiryKey) int { return cmp.Compare(a.at, b.at) }) {
 		slices.SortStableFunc(exp, func(a, b expiryKey) int { return cmp.Compare(a.at, b.at) })
 	}
-	if err := btree.BuildFromSorted(st.expiry, lessExpiry, exp); err != nil {
+	if err := loadSorted(st.expiry, lessExpiry, exp); err != nil {
 		return fmt.Errorf("expiry index: %w", err)
 	}
 	exp = nil
@@ -560,7 +559,7 @@ func buildLeaseTrees(st *state, procs []procSortKey) error {
 	for i, p := range procs {
 		byProc[i] = procKey{p.li}
 	}
-	if err := btree.BuildFromSorted(st.byProc, lessProc, byProc); err != nil {
+	if err := loadSorted(st.byProc, lessProc, byProc); err != nil {
 		return fmt.Errorf("process index: %w", err)
 	}
 	return nil

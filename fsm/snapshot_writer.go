@@ -33,11 +33,13 @@ type snapshot struct {
 	tmpDir string
 }
 
-// Snapshot implements raft.FSM: an O(1) copy-on-write clone under the lock.
+// Snapshot implements raft.FSM: an O(1) copy-on-write copy under the lock.
+// The write lock: copying a tree gives the tree a new identity (so that its
+// next writes copy the nodes they touch), which is a write to it.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	f.mu.RLock()
+	f.mu.Lock()
 	c := f.st.persistView()
-	f.mu.RUnlock()
+	f.mu.Unlock()
 	return &snapshot{st: c, tmpDir: f.tmpDir}, nil
 }
 
@@ -237,37 +239,37 @@ func (sn *snapshot) fill(db *bolt.DB) error {
 		w.commit()
 		t.bucket, t.no = bucket, 0
 	}
-	s.namespaces.Ascend(func(n nsRec) bool {
+	s.namespaces.Scan(func(n nsRec) bool {
 		t.rec = appendNS(t.rec[:0], n)
 		t.add()
 		return w.err == nil
 	})
 	table(bucketSemaphores)
-	s.semaphores.Ascend(func(x semRec) bool {
+	s.semaphores.Scan(func(x semRec) bool {
 		t.rec = appendSem(t.rec[:0], x)
 		t.add()
 		return w.err == nil
 	})
 	table(bucketLeases)
-	s.leases.Ascend(func(l leaseRec) bool {
+	s.leases.Scan(func(l leaseRec) bool {
 		t.rec = appendLease(t.rec[:0], l)
 		t.add()
 		return w.err == nil
 	})
 	table(bucketHolders)
-	s.holders.Ascend(func(h *holderRec) bool {
+	s.holders.Scan(func(h *holderRec) bool {
 		t.rec = appendHolder(t.rec[:0], *h)
 		t.add()
 		return w.err == nil
 	})
 	table(bucketMembers)
-	s.members.Ascend(func(m memberRec) bool {
+	s.members.Scan(func(m memberRec) bool {
 		t.rec = appendMember(t.rec[:0], m)
 		t.add()
 		return w.err == nil
 	})
 	table(bucketTokens)
-	s.tokens.Ascend(func(x tokenRec) bool {
+	s.tokens.Scan(func(x tokenRec) bool {
 		t.rec, err = appendToken(t.rec[:0], x)
 		if err != nil {
 			w.err = err
@@ -277,13 +279,13 @@ func (sn *snapshot) fill(db *bolt.DB) error {
 		return w.err == nil
 	})
 	table(bucketLocks)
-	s.locks.Ascend(func(r lockRec) bool {
+	s.locks.Scan(func(r lockRec) bool {
 		t.rec = appendLock(t.rec[:0], r)
 		t.add()
 		return w.err == nil
 	})
 	table(bucketLockHolds)
-	s.lockHolds.Ascend(func(h *lockHold) bool {
+	s.lockHolds.Scan(func(h *lockHold) bool {
 		t.rec = appendLockHold(t.rec[:0], h)
 		t.add()
 		return w.err == nil

@@ -5,15 +5,13 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/grackle-coord/grackle/internal/btree"
+	"github.com/tidwall/btree"
 )
 
 // The state is a set of ordered trees of plain values, keyed by composite
 // keys. Values (not pointers) make a clone a true point-in-time copy:
-// btree.Clone is O(1) and copy-on-write, so Snapshot holds the lock only
+// a tree's Copy is O(1) and copy-on-write, so Snapshot holds the lock only
 // for the clone. Metadata maps are never mutated in place, only replaced.
-
-const btreeDegree = 32
 
 type nsRec struct {
 	name, desc           string
@@ -248,8 +246,8 @@ func newState() *state {
 		semaphores: newTable(lessSem, semSize),
 		holders:    newTable(lessHolder, holderSize),
 		leases:     newTable(lessLease, leaseSize),
-		byProc:     btree.NewG(btreeDegree, lessProc),
-		expiry:     btree.NewG(btreeDegree, lessExpiry),
+		byProc:     newTree(btreeDegree, lessProc),
+		expiry:     newTree(btreeDegree, lessExpiry),
 		leaseIdx:   newLeaseIndex(),
 		semIdx:     make(map[SemKey]semRec),
 		members:    newTable(func(a, b memberRec) bool { return a.id < b.id }, memberSize),
@@ -263,7 +261,7 @@ func newState() *state {
 		jobs:       newTable(lessJob, jobSize),
 		barriers:   newTable(lessBar, barSize),
 		arrivals:   newTable(lessArrival, arrivalSize),
-		timers:     btree.NewG(btreeDegree, lessTimer),
+		timers:     newTree(btreeDegree, lessTimer),
 		arrived:    map[arrivalKey]struct{}{},
 		waitCount:  map[string]waitCounts{},
 		limits:     DefaultLimits(),
@@ -272,7 +270,7 @@ func newState() *state {
 
 // persistView is what Snapshot takes under the lock: an O(1) point-in-time
 // copy of the tables for Persist. Every table is a btree of plain values,
-// copied lazily on write (btree.Clone). The derived indexes are not part of
+// copied lazily on write (Copy). The derived indexes are not part of
 // it: Persist does not read them, and the live indexes (leaseIdx, semIdx,
 // tokenIdx) and the live fields of the leaseIdents could not be shared with
 // a copy. They are nil in the view, so that a use would fail loudly instead
@@ -281,16 +279,16 @@ func newState() *state {
 // proc).
 func (s *state) persistView() *state {
 	c := *s
-	c.namespaces = s.namespaces.Clone()
-	c.semaphores = s.semaphores.Clone()
-	c.holders = s.holders.Clone()
-	c.leases = s.leases.Clone()
-	c.members = s.members.Clone()
-	c.tokens = s.tokens.Clone()
-	c.locks = s.locks.Clone()
-	c.lockHolds = s.lockHolds.Clone()
-	c.waitGroups, c.jobs = s.waitGroups.Clone(), s.jobs.Clone()
-	c.barriers, c.arrivals = s.barriers.Clone(), s.arrivals.Clone()
+	c.namespaces = s.namespaces.Copy()
+	c.semaphores = s.semaphores.Copy()
+	c.holders = s.holders.Copy()
+	c.leases = s.leases.Copy()
+	c.members = s.members.Copy()
+	c.tokens = s.tokens.Copy()
+	c.locks = s.locks.Copy()
+	c.lockHolds = s.lockHolds.Copy()
+	c.waitGroups, c.jobs = s.waitGroups.Copy(), s.jobs.Copy()
+	c.barriers, c.arrivals = s.barriers.Copy(), s.arrivals.Copy()
 	c.timers, c.arrived, c.waitCount = nil, nil, nil
 	c.byProc, c.expiry, c.leaseIdx, c.semIdx, c.tokenIdx = nil, nil, leaseIndex{}, nil, nil
 	c.lockIdx, c.lockBelow = nil, nil
@@ -303,21 +301,21 @@ func (s *state) persistView() *state {
 // ident) are rebuilt, O(leases + holders).
 func (s *state) clone() *state {
 	c := newState()
-	c.namespaces = s.namespaces.Clone()
-	c.semaphores = s.semaphores.Clone()
-	c.members = s.members.Clone()
-	c.tokens = s.tokens.Clone()
+	c.namespaces = s.namespaces.Copy()
+	c.semaphores = s.semaphores.Copy()
+	c.members = s.members.Copy()
+	c.tokens = s.tokens.Copy()
 	c.tokenIdx = maps.Clone(s.tokenIdx)
 	c.aclBootstrapped = s.aclBootstrapped
 	c.semIdx = maps.Clone(s.semIdx)
 	c.lastNow, c.lastToken, c.holdSeq, c.lastIndex, c.limits = s.lastNow, s.lastToken, s.holdSeq, s.lastIndex, s.limits
-	s.leases.Ascend(func(l leaseRec) bool {
+	s.leases.Scan(func(l leaseRec) bool {
 		li := &leaseIdent{ns: l.ns, id: l.id, proc: l.proc, md: l.md}
 		c.putLease(leaseRec{leaseIdent: li, ttl: l.ttl, createdAt: l.createdAt, expiresAt: l.expiresAt})
 		return true
 	})
 	hs := make([]*holderRec, 0, s.holders.Len())
-	s.holders.Ascend(func(h *holderRec) bool {
+	s.holders.Scan(func(h *holderRec) bool {
 		n := *h
 		n.lease = c.identOf(h.ns, h.lease.id)
 		hs = append(hs, &n)
@@ -329,11 +327,11 @@ func (s *state) clone() *state {
 	if err := c.holders.buildFromSorted(lessHolder, hs); err != nil {
 		panic("fsm: clone of a holders table out of order: " + err.Error())
 	}
-	c.waitGroups, c.jobs = s.waitGroups.Clone(), s.jobs.Clone()
-	c.barriers, c.arrivals = s.barriers.Clone(), s.arrivals.Clone()
-	c.timers = s.timers.Clone()
+	c.waitGroups, c.jobs = s.waitGroups.Copy(), s.jobs.Copy()
+	c.barriers, c.arrivals = s.barriers.Copy(), s.arrivals.Copy()
+	c.timers = s.timers.Copy()
 	c.arrived, c.waitCount = maps.Clone(s.arrived), maps.Clone(s.waitCount)
-	s.lockHolds.Ascend(func(h *lockHold) bool {
+	s.lockHolds.Scan(func(h *lockHold) bool {
 		n := *h
 		n.lease = c.identOf(h.ns, h.lease.id)
 		if n.lease != nil {
@@ -353,7 +351,7 @@ func (s *state) getSem(ns, name string) (semRec, bool) {
 
 // putSem stores a semaphore record (tree and mirror).
 func (s *state) putSem(x semRec) {
-	s.semaphores.ReplaceOrInsert(x)
+	s.semaphores.Set(x)
 	s.semIdx[SemKey{x.ns, x.name}] = x
 }
 
@@ -440,9 +438,9 @@ func (s *state) putLease(l leaseRec) {
 	li := l.leaseIdent
 	li.liveTTL, li.liveCreated, li.liveExp = l.ttl, l.createdAt, l.expiresAt
 	s.leaseIdx.put(li, 0)
-	s.leases.ReplaceOrInsert(l)
-	s.byProc.ReplaceOrInsert(procKey{li})
-	s.expiry.ReplaceOrInsert(expiryKey{at: l.expiresAt, leaseIdent: li})
+	s.leases.Set(l)
+	s.byProc.Set(procKey{li})
+	s.expiry.Set(expiryKey{at: l.expiresAt, leaseIdent: li})
 }
 
 // setLeaseExpiry moves a lease in the expiry index.
@@ -450,15 +448,15 @@ func (s *state) setLeaseExpiry(l leaseRec, at int64) leaseRec {
 	s.expiry.Delete(expiryKey{at: l.expiresAt, leaseIdent: l.leaseIdent})
 	l.expiresAt = at
 	l.liveTTL, l.liveExp = l.ttl, at
-	s.leases.ReplaceOrInsert(l)
-	s.expiry.ReplaceOrInsert(expiryKey{at: at, leaseIdent: l.leaseIdent})
+	s.leases.Set(l)
+	s.expiry.Set(expiryKey{at: at, leaseIdent: l.leaseIdent})
 	return l
 }
 
 // addHolder stores a new hold (holder record and the lease's side).
 func (s *state) addHolder(h holderRec, li *leaseIdent) {
 	p := &h
-	s.holders.ReplaceOrInsert(p)
+	s.holders.Set(p)
 	li.setHold(p)
 }
 
@@ -501,7 +499,7 @@ func (s *state) removeLease(l leaseRec, now int64) []string {
 		} else {
 			ns.leaseCount--
 		}
-		s.namespaces.ReplaceOrInsert(ns)
+		s.namespaces.Set(ns)
 	}
 	return sems
 }
@@ -509,7 +507,7 @@ func (s *state) removeLease(l leaseRec, now int64) []string {
 // semaphoreHolders lists a semaphore's holds in acquisition order.
 func (s *state) semaphoreHolders(ns, sem string) []holderRec {
 	var hs []holderRec
-	s.holders.AscendGreaterOrEqual(&holderRec{ns: ns, sem: sem}, func(h *holderRec) bool {
+	s.holders.Ascend(&holderRec{ns: ns, sem: sem}, func(h *holderRec) bool {
 		if h.ns != ns || h.sem != sem {
 			return false
 		}

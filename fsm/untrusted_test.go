@@ -43,7 +43,7 @@ func setPermits(s *state, ns, name string, permits int64) {
 // lease) and sums the semaphore's holds again, wrapping as int64 does.
 func rewriteHolder(s *state, h holderRec) {
 	p := &h
-	s.holders.ReplaceOrInsert(p)
+	s.holders.Set(p)
 	p.lease.setHold(p)
 	x, _ := s.getSem(h.ns, h.sem)
 	x.holds = 0
@@ -89,7 +89,7 @@ var tamperedSnapshots = []struct {
 	{"duplicate-token", func(s *state) { setHolders(s, "ns", "x", 1, s.lastToken) },
 		[]string{`semaphore "ns/x": two holders with fencing token`}},
 	{"namespace-nul-bidi", func(s *state) {
-		s.namespaces.ReplaceOrInsert(nsRec{name: "a\x00\u202eb", version: 1})
+		s.namespaces.Set(nsRec{name: "a\x00\u202eb", version: 1})
 	}, []string{`namespace "a\x00\u202eb": name: may contain only [-_0-9a-zA-Z]`}},
 
 	{"weights-above-permits", func(s *state) { setHolders(s, "ns", "x", 6, 0) },
@@ -104,12 +104,12 @@ var tamperedSnapshots = []struct {
 		s.putSem(semRec{ns: "ns", name: "y\u202e", permits: 1, version: 1})
 		n, _ := s.getNS("ns")
 		n.semCount++
-		s.namespaces.ReplaceOrInsert(n)
+		s.namespaces.Set(n)
 	}, []string{`semaphore "ns/y\u202e": name: may contain only`}},
 	{"namespace-description-utf8", func(s *state) {
 		n, _ := s.getNS("ns")
 		n.desc = "\xff"
-		s.namespaces.ReplaceOrInsert(n)
+		s.namespaces.Set(n)
 	}, []string{`namespace "ns": description: must be valid UTF-8`}},
 	{"holder-metadata-utf8", func(s *state) { firstHolder(s, func(h *holderRec) { h.md = map[string]string{"k": "\xc0"} }) },
 		[]string{`semaphore "ns/x": holder 1: metadata["k"]: values must be valid UTF-8`}},
@@ -120,8 +120,8 @@ var tamperedSnapshots = []struct {
 		li := *l.leaseIdent
 		li.id = "ls_\x00"
 		l.leaseIdent = &li
-		s.leases.ReplaceOrInsert(l)
-		s.holders.Clear(false)
+		s.leases.Set(l)
+		s.holders.Clear()
 	}, []string{`lease "ns/ls_\x00": lease_id: must be "ls_"`}},
 	{"process-id-control", func(s *state) {
 		l, _ := s.getLease("ns", lid(1))
@@ -132,7 +132,7 @@ var tamperedSnapshots = []struct {
 		l.ttl = 0
 		s.putLease(l)
 	}, []string{`lease "ns/ls_00000000000000000001": ttl_seconds 0`}},
-	{"member-nul", func(s *state) { s.members.ReplaceOrInsert(memberRec{id: "n1", raftAddr: "127.0.0.1:1\x00"}) },
+	{"member-nul", func(s *state) { s.members.Set(memberRec{id: "n1", raftAddr: "127.0.0.1:1\x00"}) },
 		[]string{`member "n1": raft_address: must be printable`}},
 	{"limits-negative", func(s *state) { s.limits.MaxPermits = -1 },
 		[]string{"meta: limits: max_permits: must be >= 1, got -1"}},
@@ -320,7 +320,7 @@ func TestTamperedLockTokensRefused(t *testing.T) {
 	h.ok(cLock("ns", "a/b", llA, false))
 	h.ok(cLock("ns", "a/b", llB, false))
 	var holds []*lockHold
-	h.f.st.lockHolds.Ascend(func(x *lockHold) bool { holds = append(holds, x); return true })
+	h.f.st.lockHolds.Scan(func(x *lockHold) bool { holds = append(holds, x); return true })
 	if len(holds) != 2 {
 		t.Fatalf("%d lock holds", len(holds))
 	}

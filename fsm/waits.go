@@ -218,7 +218,7 @@ func (s *state) getBar(ns, name string) (barRec, bool) {
 
 // putWG stores a group and moves its timer.
 func (s *state) putWG(w wgRec) {
-	if old, ok := s.waitGroups.ReplaceOrInsert(w); ok {
+	if old, ok := s.waitGroups.Set(w); ok {
 		if t, ok := old.timer(); ok {
 			s.timers.Delete(t)
 		}
@@ -226,7 +226,7 @@ func (s *state) putWG(w wgRec) {
 		s.addCounts(w.ns, 1, 0)
 	}
 	if t, ok := w.timer(); ok {
-		s.timers.ReplaceOrInsert(t)
+		s.timers.Set(t)
 	}
 }
 
@@ -240,7 +240,7 @@ func (s *state) delWG(w wgRec) {
 		s.timers.Delete(t)
 	}
 	var jobs []jobRec
-	s.jobs.AscendGreaterOrEqual(jobRec{ns: w.ns, wg: w.name}, func(j jobRec) bool {
+	s.jobs.Ascend(jobRec{ns: w.ns, wg: w.name}, func(j jobRec) bool {
 		if j.ns != w.ns || j.wg != w.name {
 			return false
 		}
@@ -254,7 +254,7 @@ func (s *state) delWG(w wgRec) {
 }
 
 func (s *state) putBar(b barRec) {
-	if old, ok := s.barriers.ReplaceOrInsert(b); ok {
+	if old, ok := s.barriers.Set(b); ok {
 		if t, ok := old.timer(); ok {
 			s.timers.Delete(t)
 		}
@@ -262,7 +262,7 @@ func (s *state) putBar(b barRec) {
 		s.addCounts(b.ns, 0, 1)
 	}
 	if t, ok := b.timer(); ok {
-		s.timers.ReplaceOrInsert(t)
+		s.timers.Set(t)
 	}
 }
 
@@ -281,7 +281,7 @@ func (s *state) delBar(b barRec) {
 // dropArrivals removes a barrier's arrivals of generations [from, to].
 func (s *state) dropArrivals(ns, bar string, from, to int64) {
 	var drop []arrivalRec
-	s.arrivals.AscendGreaterOrEqual(arrivalRec{ns: ns, bar: bar, gen: from}, func(r arrivalRec) bool {
+	s.arrivals.Ascend(arrivalRec{ns: ns, bar: bar, gen: from}, func(r arrivalRec) bool {
 		if r.ns != ns || r.bar != bar || r.gen > to {
 			return false
 		}
@@ -310,7 +310,7 @@ func (s *state) addCounts(ns string, wgs, bars int64) {
 func (a *applier) dropNamespaceWaits(ns string) {
 	s := a.s
 	var wgs []wgRec
-	s.waitGroups.AscendGreaterOrEqual(wgRec{ns: ns}, func(w wgRec) bool {
+	s.waitGroups.Ascend(wgRec{ns: ns}, func(w wgRec) bool {
 		if w.ns != ns {
 			return false
 		}
@@ -322,7 +322,7 @@ func (a *applier) dropNamespaceWaits(ns string) {
 		a.res.Woken = append(a.res.Woken, WaitKey{KindWaitGroup, ns, w.name})
 	}
 	var bars []barRec
-	s.barriers.AscendGreaterOrEqual(barRec{ns: ns}, func(b barRec) bool {
+	s.barriers.Ascend(barRec{ns: ns}, func(b barRec) bool {
 		if b.ns != ns {
 			return false
 		}
@@ -563,7 +563,7 @@ func (a *applier) completeJobs(c *fsmpb.CompleteJobs) *Error {
 			continue
 		}
 		seen[j.JobId] = struct{}{}
-		if !s.jobs.Has(jobRec{ns: w.ns, wg: w.name, id: j.JobId}) {
+		if _, done := s.jobs.Get(jobRec{ns: w.ns, wg: w.name, id: j.JobId}); !done {
 			fresh = append(fresh, j)
 		}
 	}
@@ -582,7 +582,7 @@ func (a *applier) completeJobs(c *fsmpb.CompleteJobs) *Error {
 		return err
 	}
 	for _, j := range fresh {
-		s.jobs.ReplaceOrInsert(jobRec{ns: w.ns, wg: w.name, id: j.JobId, completedAt: a.now, md: copyMetadata(j.Metadata)})
+		s.jobs.Set(jobRec{ns: w.ns, wg: w.name, id: j.JobId, completedAt: a.now, md: copyMetadata(j.Metadata)})
 	}
 	w.completed += int64(len(fresh))
 	w.lastActivity = a.now
@@ -725,7 +725,7 @@ func (a *applier) arriveAtBarrier(c *fsmpb.ArriveAtBarrier) *Error {
 		}
 		b.arrived++
 		r := arrivalRec{ns: b.ns, bar: b.name, gen: g, seq: b.arrived, proc: c.ProcessId, arrivedAt: a.now, md: copyMetadata(c.Metadata)}
-		s.arrivals.ReplaceOrInsert(r)
+		s.arrivals.Set(r)
 		s.arrived[arrivalKey{ns: r.ns, bar: r.bar, proc: r.proc, gen: g}] = struct{}{}
 		b.lastActivity = a.now
 		if b.arrived >= b.expected || faultBarrierEarlyTrip && b.arrived >= b.expected-1 { // broken on purpose (faultinject builds only)
@@ -748,7 +748,7 @@ func (a *applier) expireTimers(c *fsmpb.ExpireTimers) *Error {
 	s := a.s
 	max := int(c.GetMax())
 	var due []timerKey
-	s.timers.Ascend(func(t timerKey) bool {
+	s.timers.Scan(func(t timerKey) bool {
 		if t.at > a.now || (max > 0 && len(due) >= max) {
 			return false
 		}
@@ -792,12 +792,12 @@ func (s *state) checkWaits() error {
 		err = fmt.Errorf(format, a...)
 		return false
 	}
-	s.waitGroups.Ascend(func(w wgRec) bool {
+	s.waitGroups.Scan(func(w wgRec) bool {
 		if _, ok := s.getNS(w.ns); !ok {
 			return fail("wait group %s/%s in a missing namespace", w.ns, w.name)
 		}
 		var n int64
-		s.jobs.AscendGreaterOrEqual(jobRec{ns: w.ns, wg: w.name}, func(j jobRec) bool {
+		s.jobs.Ascend(jobRec{ns: w.ns, wg: w.name}, func(j jobRec) bool {
 			if j.ns != w.ns || j.wg != w.name {
 				return false
 			}
@@ -827,14 +827,14 @@ func (s *state) checkWaits() error {
 		return err
 	}
 	var jobs int64
-	s.jobs.Ascend(func(jobRec) bool { jobs++; return true })
+	s.jobs.Scan(func(jobRec) bool { jobs++; return true })
 	var completed int64
-	s.waitGroups.Ascend(func(w wgRec) bool { completed += w.completed; return true })
+	s.waitGroups.Scan(func(w wgRec) bool { completed += w.completed; return true })
 	if jobs != completed {
 		return fmt.Errorf("%d job records for %d completed jobs in all", jobs, completed)
 	}
 	arrived := map[arrivalKey]struct{}{}
-	s.barriers.Ascend(func(b barRec) bool {
+	s.barriers.Scan(func(b barRec) bool {
 		if _, ok := s.getNS(b.ns); !ok {
 			return fail("barrier %s/%s in a missing namespace", b.ns, b.name)
 		}
@@ -842,7 +842,7 @@ func (s *state) checkWaits() error {
 			return fail("barrier %s/%s: generation %d, %d arrived of %d", b.ns, b.name, b.generation, b.arrived, b.expected)
 		}
 		var cur int64
-		s.arrivals.AscendGreaterOrEqual(arrivalRec{ns: b.ns, bar: b.name}, func(r arrivalRec) bool {
+		s.arrivals.Ascend(arrivalRec{ns: b.ns, bar: b.name}, func(r arrivalRec) bool {
 			if r.ns != b.ns || r.bar != b.name {
 				return false
 			}
@@ -890,7 +890,7 @@ func (s *state) checkWaits() error {
 	if s.timers.Len() != len(timers) {
 		return fmt.Errorf("timers: %d indexed, %d due to the records", s.timers.Len(), len(timers))
 	}
-	s.timers.Ascend(func(t timerKey) bool {
+	s.timers.Scan(func(t timerKey) bool {
 		if !timers[t] {
 			return fail("timer %+v matches no record", t)
 		}

@@ -51,7 +51,7 @@ func (f *FSM) ListWaitGroups(ns string, limit int32, token string, now int64) (P
 	if _, ok := s.getNS(ns); !ok {
 		return Page[*pb.WaitGroup]{}, namespaceNotFound(ns)
 	}
-	sc := listScope[wgRec]{kind: "wg", tree: s.waitGroups.BTreeG, start: wgRec{ns: ns},
+	sc := listScope[wgRec]{kind: "wg", tree: s.waitGroups.tree, start: wgRec{ns: ns},
 		inScope: func(w wgRec) bool { return w.ns == ns }, keyOf: func(w wgRec) string { return w.name },
 		pivot: func(k string) (wgRec, bool) { return wgRec{ns: ns, name: k}, true }, visible: always[wgRec]}
 	p, err := sc.page(limit, token)
@@ -73,7 +73,7 @@ func (f *FSM) ListWaitGroupCompletedJobs(ns, name string, limit int32, token str
 	if _, err := s.waitGroupAt(ns, name, now); err != nil {
 		return Page[*pb.WaitGroupJob]{}, err
 	}
-	sc := listScope[jobRec]{kind: "job", tree: s.jobs.BTreeG, start: jobRec{ns: ns, wg: name},
+	sc := listScope[jobRec]{kind: "job", tree: s.jobs.tree, start: jobRec{ns: ns, wg: name},
 		inScope: func(j jobRec) bool { return j.ns == ns && j.wg == name }, keyOf: func(j jobRec) string { return j.id },
 		pivot: func(k string) (jobRec, bool) { return jobRec{ns: ns, wg: name, id: k}, true }, visible: always[jobRec]}
 	p, err := sc.page(limit, token)
@@ -116,7 +116,7 @@ func (f *FSM) ListBarriers(ns string, limit int32, token string) (Page[*pb.Barri
 	if _, ok := s.getNS(ns); !ok {
 		return Page[*pb.Barrier]{}, namespaceNotFound(ns)
 	}
-	sc := listScope[barRec]{kind: "bar", tree: s.barriers.BTreeG, start: barRec{ns: ns},
+	sc := listScope[barRec]{kind: "bar", tree: s.barriers.tree, start: barRec{ns: ns},
 		inScope: func(b barRec) bool { return b.ns == ns }, keyOf: func(b barRec) string { return b.name },
 		pivot: func(k string) (barRec, bool) { return barRec{ns: ns, name: k}, true }, visible: always[barRec]}
 	p, err := sc.page(limit, token)
@@ -155,7 +155,7 @@ func (f *FSM) ListBarrierParticipants(ns, name string, gen int64, limit int32, t
 			"generation: barrier %q is at generation %d; the participants of generation %d are no longer kept (only the current and the previous generation are)",
 			name, b.generation, gen)
 	}
-	sc := listScope[arrivalRec]{kind: "arr", tree: s.arrivals.BTreeG, start: arrivalRec{ns: ns, bar: name, gen: gen},
+	sc := listScope[arrivalRec]{kind: "arr", tree: s.arrivals.tree, start: arrivalRec{ns: ns, bar: name, gen: gen},
 		inScope: func(r arrivalRec) bool { return r.ns == ns && r.bar == name && r.gen == gen },
 		keyOf:   func(r arrivalRec) string { return strconv.FormatInt(r.seq, 10) },
 		pivot: func(k string) (arrivalRec, bool) {

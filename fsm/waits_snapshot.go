@@ -64,25 +64,25 @@ func appendArrival(b []byte, r arrivalRec) []byte {
 // writeWaits writes the four tables (snapshot_writer.go's fill).
 func (s *state) writeWaits(t *tableWriter, table func([]byte), w *batchWriter) {
 	table(bucketWaitGroups)
-	s.waitGroups.Ascend(func(x wgRec) bool {
+	s.waitGroups.Scan(func(x wgRec) bool {
 		t.rec = appendWG(t.rec[:0], x)
 		t.add()
 		return w.err == nil
 	})
 	table(bucketJobs)
-	s.jobs.Ascend(func(x jobRec) bool {
+	s.jobs.Scan(func(x jobRec) bool {
 		t.rec = appendJob(t.rec[:0], x)
 		t.add()
 		return w.err == nil
 	})
 	table(bucketBarriers)
-	s.barriers.Ascend(func(x barRec) bool {
+	s.barriers.Scan(func(x barRec) bool {
 		t.rec = appendBar(t.rec[:0], x)
 		t.add()
 		return w.err == nil
 	})
 	table(bucketArrivals)
-	s.arrivals.Ascend(func(x arrivalRec) bool {
+	s.arrivals.Scan(func(x arrivalRec) bool {
 		t.rec = appendArrival(t.rec[:0], x)
 		t.add()
 		return w.err == nil
@@ -174,13 +174,13 @@ func loadWaits(tx *bolt.Tx, st *state) error {
 		}
 		j.ns, j.wg = w.ns, w.name
 		jobCount[barKey{w.ns, w.name}]++
-		st.jobs.ReplaceOrInsert(j)
+		st.jobs.Set(j)
 		return nil
 	}); err != nil {
 		return err
 	}
 	var bad error
-	st.waitGroups.Ascend(func(w wgRec) bool {
+	st.waitGroups.Scan(func(w wgRec) bool {
 		if n := jobCount[barKey{w.ns, w.name}]; n != w.completed {
 			bad = fmt.Errorf("wait group %q/%q: %d job records for %d completed jobs", w.ns, w.name, n, w.completed)
 			return false
@@ -265,12 +265,12 @@ func loadWaits(tx *bolt.Tx, st *state) error {
 			current[barKey{b.ns, b.name}]++
 		}
 		st.arrived[k] = struct{}{}
-		st.arrivals.ReplaceOrInsert(r)
+		st.arrivals.Set(r)
 		return nil
 	}); err != nil {
 		return err
 	}
-	st.barriers.Ascend(func(b barRec) bool {
+	st.barriers.Scan(func(b barRec) bool {
 		if current[barKey{b.ns, b.name}] != b.arrived {
 			bad = fmt.Errorf("barrier %q/%q: %d arrived but %d arrival records at generation %d", b.ns, b.name, b.arrived, current[barKey{b.ns, b.name}], b.generation)
 			return false

@@ -616,14 +616,14 @@ func TestCheckRefusesBrokenWaits(t *testing.T) {
 			tk, _ := wg(s, "active").timer()
 			s.timers.Delete(tk)
 			tk.at++
-			s.timers.ReplaceOrInsert(tk)
+			s.timers.Set(tk)
 		}},
 		"a timer of nothing": {"timers", func(s *state) {
-			s.timers.ReplaceOrInsert(timerKey{at: 1, kind: timerBarDelete, ns: "ns", name: "gone"})
+			s.timers.Set(timerKey{at: 1, kind: timerBarDelete, ns: "ns", name: "gone"})
 		}},
 		"a count off": {"wait counts", func(s *state) { s.waitCount["ns"] = waitCounts{1, 1} }},
 		"a job of a missing group": {"job records", func(s *state) {
-			s.jobs.ReplaceOrInsert(jobRec{ns: "ns", wg: "gone", id: "j"})
+			s.jobs.Set(jobRec{ns: "ns", wg: "gone", id: "j"})
 		}},
 		"a job missing": {`wait group ns/active: 1 jobs stored for 2 completed`, func(s *state) {
 			s.jobs.Delete(jobRec{ns: "ns", wg: "active", id: "a"})
@@ -631,12 +631,12 @@ func TestCheckRefusesBrokenWaits(t *testing.T) {
 		"COMPLETED short of counter": {"ns/done", func(s *state) {
 			w := wg(s, "done")
 			w.counter = 5
-			s.waitGroups.ReplaceOrInsert(w)
+			s.waitGroups.Set(w)
 		}},
 		"ACTIVE with finished_at": {"ns/active", func(s *state) {
 			w := wg(s, "active")
 			w.finishedAt = 1
-			s.waitGroups.ReplaceOrInsert(w)
+			s.waitGroups.Set(w)
 		}},
 		"EXPIRED at another time than expires_at": {"ns/expired: expired at", func(s *state) {
 			w := wg(s, "expired")
@@ -646,26 +646,26 @@ func TestCheckRefusesBrokenWaits(t *testing.T) {
 		"all arrived, not tripped": {"ns/bar", func(s *state) {
 			b := bar(s, "bar")
 			b.expected = b.arrived
-			s.barriers.ReplaceOrInsert(b)
+			s.barriers.Set(b)
 		}},
 		"an arrival not indexed": {"arrival", func(s *state) {
 			delete(s.arrived, arrivalKey{ns: "ns", bar: "bar", proc: "p1", gen: 2})
 		}},
 		"an arrival at generation 0": {"generation 0", func(s *state) {
 			r := arrivalRec{ns: "ns", bar: "fresh", gen: 0, seq: 1, proc: "p"}
-			s.arrivals.ReplaceOrInsert(r)
+			s.arrivals.Set(r)
 			s.arrived[arrivalKey{ns: r.ns, bar: r.bar, proc: r.proc, gen: r.gen}] = struct{}{}
 		}},
 		"an arrival two generations back": {"generation 1", func(s *state) {
 			b := bar(s, "bar")
 			b.generation, b.arrived = 3, 0
-			s.barriers.ReplaceOrInsert(b)
+			s.barriers.Set(b)
 		}},
 		"the same process twice in a generation": {"arrived twice", func(s *state) {
-			s.arrivals.ReplaceOrInsert(arrivalRec{ns: "ns", bar: "bar", gen: 2, seq: 3, proc: "p1"})
+			s.arrivals.Set(arrivalRec{ns: "ns", bar: "bar", gen: 2, seq: 3, proc: "p1"})
 			b := bar(s, "bar")
 			b.arrived, b.expected = 3, 4
-			s.barriers.ReplaceOrInsert(b)
+			s.barriers.Set(b)
 		}},
 	}
 	for name, c := range cases {
