@@ -79,7 +79,7 @@ func (s *streamLayer) acceptLoop() {
 			return
 		}
 		if s.peer == nil {
-			s.deliver(c)
+			s.deliver(&notRaftCheck{Conn: c, log: s.log})
 			continue
 		}
 		go s.handshake(c)
@@ -95,7 +95,7 @@ func (s *streamLayer) handshake(raw net.Conn) {
 		raw.Close()
 		return
 	}
-	s.deliver(tc)
+	s.deliver(&notRaftCheck{Conn: tc, log: s.log})
 }
 
 func (s *streamLayer) deliver(c net.Conn) {

@@ -373,10 +373,14 @@ func call[T any](a *app, cmd *cobra.Command, extra time.Duration, fn func(contex
 }
 
 // callError is callError, unless an endpoint turned out to be an HTTP
-// port: then that is the error (exit 2), whatever the call saw.
+// port or a port that speaks no gRPC: then that is the error (exit 2),
+// whatever the call saw.
 func (a *app) callError(parent context.Context, err error) error {
 	if ep := a.sniffer.found(); ep != "" {
 		return usagef("--endpoints %s answered HTTP/1: that is a node's HTTP port (/metrics, /ui/); give its gRPC port (default 7420)", ep)
+	}
+	if ep := a.sniffer.foundSilent(); ep != "" {
+		return usagef("--endpoints %s closed every connection without a word: that is no node's gRPC port (a node's Raft port, default 7421?), or the node refuses this host more connections (--max-connections-per-address); give its gRPC port (default 7420)", ep)
 	}
 	return callError(parent, err)
 }

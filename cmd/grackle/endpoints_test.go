@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -63,5 +64,35 @@ func TestFlagMistakes(t *testing.T) {
 	r = runCLI(t, nil, "-q", "cluster", "status", "--endpoints", "127.0.0.1")
 	if !strings.HasPrefix(r.stderr, "grackle: cluster status: --endpoints 127.0.0.1:") {
 		t.Errorf("-q before the command: exit %d, %q", r.code, r.stderr)
+	}
+}
+
+// An endpoint that closes every connection without a byte (a node's Raft
+// port, which drops what is not a Raft call) ends the command with exit 2
+// and the fix, not at --timeout with a preface error.
+func TestEndpointClosesSilently(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	ep := l.Addr().String()
+	start := time.Now()
+	r := runCLI(t, nil, "namespace", "list", "--timeout", "60s", "--endpoints", ep)
+	want := "grackle: namespace list: --endpoints " + ep + " closed every connection without a word: that is no node's gRPC port (a node's Raft port, default 7421?), or the node refuses this host more connections (--max-connections-per-address); give its gRPC port (default 7420)\n"
+	if r.code != exitUsage || r.stderr != want {
+		t.Fatalf("exit %d, stderr %q; want exit %d, %q", r.code, r.stderr, exitUsage, want)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("took %v: it should end at the second silent close, not at --timeout (60s)", d)
 	}
 }
