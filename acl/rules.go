@@ -138,6 +138,11 @@ var rules = map[string]rule{
 	// only a Raft index and the leader's clock (GetClusterStatus shows the
 	// index to any token), and concurrent calls share one leadership round.
 	"/grackle.peer.v1.PeerService/ReadIndex": {open: true},
+	// Internal: the members' health probes (package memberhealth), about
+	// once a second from every other member. Open, since a probing node
+	// has no token of its own: the answer is what /metrics shows anyway
+	// (the node's id, Raft state, term and applied index, its build).
+	"/grackle.peer.v1.PeerService/Probe": {open: true},
 }
 
 // NeedFor is what a call of fullMethod with req needs. Health checks and

@@ -1,24 +1,24 @@
 // Package admin serves the operations side of ClusterService on a node:
-// GetNodeInfo (this node about itself), GetClusterStatus made truthful (the
-// answering node asks every member live, so a member it cannot reach shows
-// as unreachable rather than "follower"), and SaveSnapshot (a consistent
-// state machine snapshot streamed from the leader). The other
+// GetNodeInfo (this node about itself), GetClusterStatus made truthful
+// (every member's health from the node's memberhealth monitor, so a member
+// it cannot reach shows as unreachable rather than "follower"), the peer
+// Probe that monitor asks the other members, and SaveSnapshot (a
+// consistent state machine snapshot streamed from the leader). The other
 // ClusterService RPCs are the rpc package's, passed through unchanged.
 package admin
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	"google.golang.org/grpc/codes"
 
-	"github.com/grackle-coord/grackle/apierr"
 	"github.com/grackle-coord/grackle/fsm"
 	"github.com/grackle-coord/grackle/internal/peerconn"
 	"github.com/grackle-coord/grackle/leader"
+	"github.com/grackle-coord/grackle/memberhealth"
+	peerpb "github.com/grackle-coord/grackle/proto/grackle/peer/v1"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/version"
 )
@@ -30,11 +30,16 @@ type Config struct {
 	// until the replicated member records know them).
 	InitialGRPC map[string]string
 	// Peers are the node's connections to the other members (shared; its
-	// owner closes it). nil: plaintext connections of the service's own,
-	// closed by Close.
+	// owner closes it), for relaying SaveSnapshot to the leader. nil:
+	// plaintext connections of the service's own, closed by Close.
 	Peers *peerconn.Cache
-	// ProbeTimeout bounds each member probe of GetClusterStatus.
-	ProbeTimeout time.Duration
+	// Health is the node's view of its members (nil: every member's
+	// health is left unknown).
+	Health *memberhealth.Monitor
+	// FirstRoundWait bounds how long a GetClusterStatus with
+	// probe_members waits for the monitor's first round of probes (the
+	// probe timeout and a little more; default 1 s).
+	FirstRoundWait time.Duration
 	// Skew reports this node's measured clock skew with the leader
 	// (leader.Leader.Skew); nil: not reported.
 	Skew func() leader.Skew
@@ -55,8 +60,8 @@ type Service struct {
 
 // New wraps inner (the rpc package's ClusterService).
 func New(cfg Config, inner pb.ClusterServiceServer, r *raft.Raft, f *fsm.FSM, snaps raft.SnapshotStore, log hclog.Logger) *Service {
-	if cfg.ProbeTimeout <= 0 {
-		cfg.ProbeTimeout = 750 * time.Millisecond
+	if cfg.FirstRoundWait <= 0 {
+		cfg.FirstRoundWait = time.Second
 	}
 	own := cfg.Peers == nil
 	if own {
@@ -124,72 +129,76 @@ func stateName(st raft.RaftState) string {
 	return "shutdown"
 }
 
-// GetClusterStatus is the rpc package's answer with every member probed
-// live from here: reachability, version, applied index, raft state and
-// (for a follower that answered) its time since it last heard from the
-// leader. A member that does not answer within ProbeTimeout is
-// "unreachable" (and its state too, rather than a guess).
+// Probe answers another member's health probe (peer service): this
+// node's own view of itself, what its /metrics shows too.
+func (s *Service) Probe(context.Context, *peerpb.ProbeRequest) (*peerpb.ProbeResponse, error) {
+	return s.SelfProbe(), nil
+}
+
+// SelfProbe is this node's answer to a probe.
+func (s *Service) SelfProbe() *peerpb.ProbeResponse {
+	i := s.selfInfo()
+	return &peerpb.ProbeResponse{NodeId: i.NodeId, RaftState: i.RaftState, Term: i.Term, AppliedIndex: i.AppliedIndex,
+		LastContactMs: i.LastContactMs, Version: i.Version, Revision: i.Revision}
+}
+
+// GetClusterStatus is the rpc package's answer with every member's health
+// from the node's monitor (its latest probes, and its Raft record while it
+// leads): reachability, version, applied index, raft state, for a
+// follower that answers its own time since it last heard from the leader,
+// and the leader's view of replication. A member the probes get no
+// answer from is "unreachable" (its state too, rather than a guess). The
+// call never waits on a member: with probe_members it waits only, on a
+// node just started, for the first round of probes to end.
 func (s *Service) GetClusterStatus(ctx context.Context, r *pb.GetClusterStatusRequest) (*pb.GetClusterStatusResponse, error) {
 	out, err := s.ClusterServiceServer.GetClusterStatus(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	if !r.GetProbeMembers() {
-		for _, m := range out.Members {
-			if m.NodeId == s.cfg.NodeID {
-				fill(m, s.selfInfo(), "self")
-			}
-		}
+	if s.cfg.Health == nil {
 		return out, nil
 	}
-	var wg sync.WaitGroup
-	for _, m := range out.Members {
-		if m.NodeId == s.cfg.NodeID {
-			fill(m, s.selfInfo(), "self")
-			continue
+	if r.GetProbeMembers() {
+		wait, cancel := context.WithTimeout(ctx, s.cfg.FirstRoundWait)
+		select {
+		case <-s.cfg.Health.FirstRound():
+		case <-wait.Done():
 		}
-		addr := m.GrpcAddress
-		if addr == "" {
-			addr = s.grpcAddr(m.NodeId)
-		}
-		wg.Add(1)
-		go func(m *pb.Member, addr string) {
-			defer wg.Done()
-			info, err := s.probe(ctx, m.NodeId, addr)
-			if err != nil || info.NodeId != m.NodeId {
-				m.Reachability = "unreachable"
-				m.State = "unreachable"
-				m.LastContactMs = -1
-				return
-			}
-			fill(m, info, "reachable")
-		}(m, addr)
+		cancel()
 	}
-	wg.Wait()
+	fillHealth(out.Members, s.cfg.Health.View())
 	return out, nil
 }
 
-func fill(m *pb.Member, info *pb.GetNodeInfoResponse, reach string) {
-	m.Reachability = reach
-	m.Version, m.Revision = info.Version, info.Revision
-	m.AppliedIndex = info.AppliedIndex
-	m.RaftState = info.RaftState
-	if info.RaftState != "leader" {
-		m.LastContactMs = info.LastContactMs
+// fillHealth sets the health fields of members from v (members v does not
+// know are left as they are).
+func fillHealth(members []*pb.Member, v memberhealth.View) {
+	for _, m := range members {
+		st, ok := v.Member(m.NodeId)
+		if !ok {
+			continue
+		}
+		m.Reachability = string(st.Reachability)
+		switch st.Reachability {
+		case memberhealth.Unreachable:
+			m.State = "unreachable"
+		case memberhealth.Self, memberhealth.Reachable:
+			if a := st.Answer; a != nil {
+				m.Version, m.Revision = a.Version, a.Revision
+				m.AppliedIndex = a.AppliedIndex
+				m.RaftState = a.RaftState
+				if a.RaftState != "leader" {
+					m.LastContactMs = a.LastContactMs
+				}
+			}
+		}
+		if !st.LastSeen.IsZero() {
+			ms := v.At.Sub(st.LastSeen).Milliseconds()
+			m.LastSeenMs = &ms
+		}
+		if rep := st.Replication; rep != nil {
+			ms, lag := v.At.Sub(rep.LastContact).Milliseconds(), rep.Lag
+			m.ReplicationContactMs, m.ReplicationLagEntries = &ms, &lag
+		}
 	}
 }
-
-func (s *Service) probe(ctx context.Context, id, addr string) (*pb.GetNodeInfoResponse, error) {
-	if addr == "" {
-		return nil, errNoAddress
-	}
-	c, err := s.cfg.Peers.Get(id, addr)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(peerconn.OnBehalf(ctx), s.cfg.ProbeTimeout)
-	defer cancel()
-	return pb.NewClusterServiceClient(c).GetNodeInfo(ctx, &pb.GetNodeInfoRequest{})
-}
-
-var errNoAddress = apierr.New(codes.Unavailable, apierr.NotSent, "", apierr.Leader{}, "no gRPC address known")

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -40,9 +41,8 @@ func TestPromtoolChecksRules(t *testing.T) {
 	}
 }
 
-// alertQueries are the alert rules' expressions without their comparison:
-// what each alert measures (it must return data even when not firing).
-func alertQueries(t *testing.T) map[string]string {
+// alertRules are the shipped alert rules' names and expressions.
+func alertRules(t *testing.T) map[string]string {
 	var f struct {
 		Groups []struct {
 			Rules []struct{ Alert, Expr string }
@@ -55,15 +55,34 @@ func alertQueries(t *testing.T) map[string]string {
 	if err := yaml.Unmarshal(b, &f); err != nil {
 		t.Fatal(err)
 	}
-	cmp := regexp.MustCompile(`\s(>|<|==|!=|>=|<=)\s+[0-9.e+-]+\s*$`)
 	out := map[string]string{}
 	for _, g := range f.Groups {
 		for _, r := range g.Rules {
-			loc := cmp.FindStringIndex(r.Expr)
+			out[r.Alert] = r.Expr
+		}
+	}
+	return out
+}
+
+// alertQueries are the alert rules' expressions without their
+// comparisons: what each alert measures (it must return data even when
+// not firing). An expression is "<query> <comparison> <number>", or
+// several such joined by "and" (each clause's query is checked).
+func alertQueries(t *testing.T) map[string]string {
+	cmp := regexp.MustCompile(`\s(>|<|==|!=|>=|<=)\s+[0-9.e+-]+\s*$`)
+	out := map[string]string{}
+	for name, expr := range alertRules(t) {
+		clauses := strings.Split(expr, " and ")
+		for i, c := range clauses {
+			loc := cmp.FindStringIndex(c)
 			if loc == nil {
-				t.Fatalf("alert %s: expression %q does not end in a comparison with a number", r.Alert, r.Expr)
+				t.Fatalf("alert %s: clause %q does not end in a comparison with a number", name, c)
 			}
-			out["alert "+r.Alert] = strings.TrimSpace(r.Expr[:loc[0]])
+			key := "alert " + name
+			if len(clauses) > 1 {
+				key += fmt.Sprintf(" clause %d", i+1)
+			}
+			out[key] = strings.TrimSpace(c[:loc[0]])
 		}
 	}
 	return out
@@ -130,48 +149,12 @@ func TestPrometheusQueriesReturnData(t *testing.T) {
 		t.Skip("prometheus not installed (Debian package prometheus): skipping the dashboard and alert queries against a real Prometheus")
 	}
 	p := NewCluster(t, 3, "--snapshot-threshold", "64", "--snapshot-interval", "1s", "--trailing-logs", "32")
-	ports := FreePorts(t, 4)
-	var targets []string
-	for i, nd := range p.Nodes {
-		addr := fmt.Sprintf("127.0.0.1:%d", ports[i])
-		nd.Args = append(nd.Args, "--http-addr", addr)
-		targets = append(targets, `"`+addr+`"`)
-	}
+	targets := withHTTP(t, p)
 	p.StartAll()
 	p.WaitLeader(0, 30*time.Second)
 	started := time.Now()
 
-	dir := t.TempDir()
-	rules, err := filepath.Abs(repoFile("deploy/prometheus/alerts.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
-rule_files: [%q]
-scrape_configs:
-  - job_name: grackle
-    static_configs: [{targets: [%s]}]
-`, rules, strings.Join(targets, ", "))
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	web := fmt.Sprintf("127.0.0.1:%d", ports[3])
-	prom := exec.Command("prometheus", "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+web, "--log.level=warn")
-	logf, _ := os.Create(filepath.Join(dir, "prometheus.log"))
-	prom.Stdout, prom.Stderr = logf, logf
-	if err := prom.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		prom.Process.Kill()
-		prom.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "prometheus.log"))
-			t.Logf("prometheus log:\n%s", tail(string(b), 3000))
-		}
-	})
-	base := "http://" + web
+	base := startPrometheus(t, targets, repoFile("deploy/prometheus/alerts.yml"))
 
 	// The workload: hand-offs through the queue, lease refreshes,
 	// revokes and expiries, and a call that fails (NotFound).
@@ -279,7 +262,62 @@ scrape_configs:
 			}
 		}
 	}
-	if want := len(alertQueries(t)); n != want {
+	if want := len(alertRules(t)); n != want {
 		t.Errorf("%d rules loaded, want %d", n, want)
 	}
+}
+
+// withHTTP gives every node of p an HTTP port and returns their
+// addresses (Prometheus's targets).
+func withHTTP(t *testing.T, p *Proc) []string {
+	ports := FreePorts(t, len(p.Nodes))
+	var targets []string
+	for i, nd := range p.Nodes {
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[i])
+		nd.Args = append(nd.Args, "--http-addr", addr)
+		targets = append(targets, addr)
+	}
+	return targets
+}
+
+// startPrometheus runs a real Prometheus (1 s scrapes and rule
+// evaluations) with the rules file rules, scraping targets as job
+// "grackle", until the test ends; it returns its base URL.
+func startPrometheus(t *testing.T, targets []string, rules string) string {
+	t.Helper()
+	dir := t.TempDir()
+	rules, err := filepath.Abs(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quoted := make([]string, len(targets))
+	for i, a := range targets {
+		quoted[i] = strconv.Quote(a)
+	}
+	cfg := fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
+rule_files: [%q]
+scrape_configs:
+  - job_name: grackle
+    static_configs: [{targets: [%s]}]
+`, rules, strings.Join(quoted, ", "))
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	web := fmt.Sprintf("127.0.0.1:%d", FreePorts(t, 1)[0])
+	prom := exec.Command("prometheus", "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+web, "--log.level=warn")
+	logf, _ := os.Create(filepath.Join(dir, "prometheus.log"))
+	prom.Stdout, prom.Stderr = logf, logf
+	if err := prom.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		prom.Process.Kill()
+		prom.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "prometheus.log"))
+			t.Logf("prometheus log:\n%s", tail(string(b), 3000))
+		}
+	})
+	return "http://" + web
 }

@@ -355,6 +355,10 @@ func matrixRPCs() []matrixRPC {
 			_, err := peerpb.NewPeerServiceClient(cc).ReadIndex(ctx, &peerpb.ReadIndexRequest{})
 			return err
 		}},
+		{"/grackle.peer.v1.PeerService/Probe", "", open, func(ctx context.Context, cc *grpc.ClientConn) error {
+			_, err := peerpb.NewPeerServiceClient(cc).Probe(ctx, &peerpb.ProbeRequest{})
+			return err
+		}},
 		{"ACLService/CreateToken", "admin", nsScope, func(ctx context.Context, cc *grpc.ClientConn) error {
 			_, err := a(cc).CreateToken(ctx, &pb.CreateTokenRequest{Role: "read", Namespace: ns})
 			return err

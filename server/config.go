@@ -61,9 +61,9 @@ type Config struct {
 	// and no longer than PackHoldIdle after the last write arrived
 	// (leader/DESIGN.md, "The hold").
 	PackHold, PackHoldIdle time.Duration
-	// MemberProbeTimeout bounds each member's probe in GetClusterStatus
-	// with probe_members (default 750 ms): a member slower than that is
-	// reported unreachable.
+	// MemberProbeTimeout bounds each of the node's health probes of the
+	// other members, one a second each (package memberhealth; default
+	// 750 ms): a member slower than that is reported unreachable.
 	MemberProbeTimeout time.Duration
 	// PromoteAfter: a member added to vote joins as a nonvoter and the
 	// leader promotes it once it has been caught up this long (default

@@ -15,6 +15,7 @@ import (
 
 	"github.com/grackle-coord/grackle/acl"
 	"github.com/grackle-coord/grackle/apierr"
+	"github.com/grackle-coord/grackle/memberhealth"
 	"github.com/grackle-coord/grackle/version"
 )
 
@@ -158,14 +159,18 @@ func (s *Server) status() map[string]any {
 			rs[k] = v
 		}
 	}
-	var members []map[string]string
+	var members []map[string]any
 	if cf := s.Node.Raft.GetConfiguration(); cf.Error() == nil {
+		health := s.MemberHealth()
 		for _, srv := range cf.Configuration().Servers {
-			members = append(members, map[string]string{"id": string(srv.ID), "raft_address": string(srv.Address),
-				"suffrage": srv.Suffrage.String()})
+			m := map[string]any{"id": string(srv.ID), "raft_address": string(srv.Address), "suffrage": srv.Suffrage.String()}
+			if st, ok := health.Member(string(srv.ID)); ok {
+				statusHealth(m, st, health.At)
+			}
+			members = append(members, m)
 		}
 	}
-	sort.Slice(members, func(i, j int) bool { return members[i]["id"] < members[j]["id"] })
+	sort.Slice(members, func(i, j int) bool { return members[i]["id"].(string) < members[j]["id"].(string) })
 	c := s.FSM.Counts()
 	ready, why := true, ""
 	if err := s.Ready(); err != nil {
@@ -194,4 +199,21 @@ func (s *Server) skew() map[string]int64 {
 		return nil
 	}
 	return map[string]int64{"offset_ms": sk.Offset.Milliseconds(), "age_ms": time.Since(sk.At).Milliseconds()}
+}
+
+// statusHealth adds a member's health (package memberhealth, what
+// GetClusterStatus shows) to its /status entry: reachability, its own
+// raft state and version when it answers, how long ago it last answered,
+// and the leader's view of its replication when this node leads.
+func statusHealth(m map[string]any, st memberhealth.Status, at time.Time) {
+	m["reachability"] = string(st.Reachability)
+	if a := st.Answer; a != nil {
+		m["raft_state"], m["version"], m["applied_index"] = a.RaftState, a.Version, a.AppliedIndex
+	}
+	if !st.LastSeen.IsZero() {
+		m["last_seen_ms"] = at.Sub(st.LastSeen).Milliseconds()
+	}
+	if r := st.Replication; r != nil {
+		m["replication_contact_ms"], m["replication_lag_entries"] = at.Sub(r.LastContact).Milliseconds(), r.Lag
+	}
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/grackle-coord/grackle/internal/mux"
 	"github.com/grackle-coord/grackle/internal/peerconn"
 	"github.com/grackle-coord/grackle/internal/reqcodec"
+	"github.com/grackle-coord/grackle/memberhealth"
 	"github.com/grackle-coord/grackle/metrics"
 	fsmpb "github.com/grackle-coord/grackle/proto/grackle/fsm/v1"
 	peerpb "github.com/grackle-coord/grackle/proto/grackle/peer/v1"
@@ -52,7 +53,9 @@ type Server struct {
 	Node  *raftnode.Node
 	API   *rpc.Service
 	admin *admin.Service
-	mux   *mux.Server
+	// members is the node's view of its members' health.
+	members *memberhealth.Monitor
+	mux     *mux.Server
 	// Watch serves WatchSemaphore and ListSemaphoreWaiters.
 	Watch *watch.Service
 	feed  *watch.Feed
@@ -296,8 +299,27 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		serveLis = split.TLS()
 	}
 	gs := grpc.NewServer(opts...)
-	adm := admin.New(admin.Config{NodeID: cfg.NodeID, InitialGRPC: initialGRPC, Skew: api.Leader().Skew, ProbeTimeout: cfg.MemberProbeTimeout,
-		Peers: peerConns}, api, node.Raft, f, node.Snapshots, log.Named("admin"))
+	// The node's one view of its members' health (package memberhealth),
+	// read by GetClusterStatus, /status and the metrics. Its probes
+	// dial connections of their own; when a member answers again, the
+	// shared connection to it is replaced unless ready.
+	var adm *admin.Service
+	probeTimeout := cfg.MemberProbeTimeout
+	if probeTimeout <= 0 {
+		probeTimeout = memberhealth.DefaultTimeout
+	}
+	members := memberhealth.New(memberhealth.Config{NodeID: cfg.NodeID, Members: healthMembers(node.Raft, f, initialGRPC),
+		Self: func() *peerpb.ProbeResponse { return adm.SelfProbe() }, Dial: peerConns.Dial,
+		Leading: func() bool { return node.Raft.State() == raft.Leader }, Contacts: node.Contacts, LastIndex: node.Raft.LastIndex,
+		ReachableWithin: 2 * cfg.HeartbeatTimeout, Timeout: probeTimeout,
+		Answered: func(m memberhealth.Member) { peerConns.Refresh(m.ID, m.GRPCAddress) }, Log: log.Named("members")})
+	adm = admin.New(admin.Config{NodeID: cfg.NodeID, InitialGRPC: initialGRPC, Skew: api.Leader().Skew, Peers: peerConns,
+		Health: members, FirstRoundWait: probeTimeout + 250*time.Millisecond}, api, node.Raft, f, node.Snapshots, log.Named("admin"))
+	if err := met.RegisterMembers(members.View); err != nil {
+		node.Close()
+		lis.Close()
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	// The API's unary calls may also come over a multiplexed stream
 	// (internal/mux): the same handlers behind the same interceptors, in
 	// the same order. One list registers each service with both, so that
@@ -313,7 +335,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		{&pb.ACLService_ServiceDesc, api},
 		// Followers ask the leader for read indexes on their peer
 		// connections' streams.
-		{&peerpb.PeerService_ServiceDesc, api},
+		{&peerpb.PeerService_ServiceDesc, peerService{Service: api, adm: adm}},
 	} {
 		gs.RegisterService(svc.desc, svc.impl)
 		muxer.Register(svc.desc, svc.impl)
@@ -325,7 +347,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 	reflection.Register(gs)
 	met.InitializeRPCs(gs)
 
-	s.grpc, s.health, s.lis, s.split, s.admin = gs, hs, lis, split, adm
+	s.grpc, s.health, s.lis, s.split, s.admin, s.members = gs, hs, lis, split, adm, members
 	// A follower that does not find a token first catches up with the
 	// leader's read index (bounded), so a token created on the leader just
 	// before the call is found; it decides on its own state when the
@@ -339,6 +361,7 @@ func Start(cfg Config, log hclog.Logger) (*Server, error) {
 		return api.CatchUp(ctx) == nil
 	}
 	api.Start(node.LeaderNotify)
+	members.Start()
 	go func() {
 		if err := gs.Serve(serveLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, net.ErrClosed) {
 			log.Error("gRPC server stopped", "error", err)
@@ -518,6 +541,7 @@ func (s *Server) Close() error {
 		s.http.Close()
 	}
 	s.API.Stop()
+	s.members.Close()
 	s.admin.Close()
 	// Forwarded calls end now (their callers learn the outcome is unknown)
 	// rather than holding up the drain below; relayed watches end

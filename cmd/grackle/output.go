@@ -485,10 +485,21 @@ func leasesView(r *pb.ListSemaphoreLeasesResponse) view {
 
 func membersTable(t *tableOut, members []*pb.Member) {
 	var rows [][]string
+	ago := func(ms int64) string { return humanDuration(time.Duration(ms)*time.Millisecond) + " ago" }
 	for _, m := range members {
-		contact := "-"
-		if ms := m.GetLastContactMs(); ms >= 0 && m.GetState() != "leader" {
-			contact = humanDuration(time.Duration(ms)*time.Millisecond) + " ago"
+		contact, lag := "-", "-"
+		switch {
+		case m.GetState() == "unreachable" && m.ReplicationContactMs != nil:
+			// The leader answering: when the member last answered its
+			// Raft heartbeats.
+			contact = ago(m.GetReplicationContactMs())
+		case m.GetState() == "unreachable" && m.LastSeenMs != nil:
+			contact = ago(m.GetLastSeenMs()) // when it last answered a probe
+		case m.GetState() != "unreachable" && m.GetLastContactMs() >= 0 && m.GetState() != "leader":
+			contact = ago(m.GetLastContactMs())
+		}
+		if m.ReplicationLagEntries != nil {
+			lag = strconv.FormatUint(m.GetReplicationLagEntries(), 10)
 		}
 		ver, applied := "-", "-"
 		if m.GetVersion() != "" {
@@ -498,9 +509,9 @@ func membersTable(t *tableOut, members []*pb.Member) {
 			applied = strconv.FormatUint(m.GetAppliedIndex(), 10)
 		}
 		rows = append(rows, []string{m.GetNodeId(), m.GetSuffrage(), m.GetState(), m.GetRaftAddress(),
-			m.GetGrpcAddress(), contact, applied, ver})
+			m.GetGrpcAddress(), contact, lag, applied, ver})
 	}
-	t.table([]string{"NODE ID", "SUFFRAGE", "STATE", "RAFT ADDRESS", "GRPC ADDRESS", "LAST CONTACT", "APPLIED", "VERSION"}, rows)
+	t.table([]string{"NODE ID", "SUFFRAGE", "STATE", "RAFT ADDRESS", "GRPC ADDRESS", "LAST CONTACT", "LAG", "APPLIED", "VERSION"}, rows)
 }
 
 func memberIDs(members []*pb.Member) []string {

@@ -149,14 +149,18 @@ Holders:          1
 }
 
 func TestClusterStatusTable(t *testing.T) {
+	ms := func(v int64) *int64 { return &v }
+	entries := func(v uint64) *uint64 { return &v }
 	resp := &pb.GetClusterStatusResponse{
 		LeaderId: "n1", LeaderAddress: "10.0.0.1:7420", Term: 3, CommitIndex: 120, AppliedIndex: 119,
 		Members: []*pb.Member{
 			{NodeId: "n1", RaftAddress: "10.0.0.1:7421", GrpcAddress: "10.0.0.1:7420", Suffrage: "voter", State: "leader",
 				Reachability: "self", AppliedIndex: 119, Version: "v1.2.0"},
 			{NodeId: "n2", RaftAddress: "10.0.0.2:7421", GrpcAddress: "10.0.0.2:7420", Suffrage: "voter", State: "follower", LastContactMs: 12,
-				Reachability: "reachable", AppliedIndex: 118, Version: "v1.1.0"},
-			{NodeId: "n3", RaftAddress: "10.0.0.3:7421", GrpcAddress: "10.0.0.3:7420", Suffrage: "nonvoter", State: "unreachable", LastContactMs: -1,
+				Reachability: "reachable", AppliedIndex: 118, Version: "v1.1.0", LastSeenMs: ms(300), ReplicationContactMs: ms(40), ReplicationLagEntries: entries(2)},
+			{NodeId: "n3", RaftAddress: "10.0.0.3:7421", GrpcAddress: "10.0.0.3:7420", Suffrage: "voter", State: "unreachable", LastContactMs: 45000,
+				Reachability: "unreachable", LastSeenMs: ms(44000), ReplicationContactMs: ms(45000), ReplicationLagEntries: entries(1500)},
+			{NodeId: "n4", RaftAddress: "10.0.0.4:7421", GrpcAddress: "10.0.0.4:7420", Suffrage: "nonvoter", State: "unreachable", LastContactMs: -1,
 				Reachability: "unreachable"},
 		},
 	}
@@ -166,10 +170,11 @@ Term:           3
 Commit index:   120
 Applied index:  119
 
-NODE ID  SUFFRAGE  STATE        RAFT ADDRESS   GRPC ADDRESS   LAST CONTACT  APPLIED  VERSION
-n1       voter     leader       10.0.0.1:7421  10.0.0.1:7420  -             119      v1.2.0
-n2       voter     follower     10.0.0.2:7421  10.0.0.2:7420  12ms ago      118      v1.1.0
-n3       nonvoter  unreachable  10.0.0.3:7421  10.0.0.3:7420  -             -        -
+NODE ID  SUFFRAGE  STATE        RAFT ADDRESS   GRPC ADDRESS   LAST CONTACT  LAG   APPLIED  VERSION
+n1       voter     leader       10.0.0.1:7421  10.0.0.1:7420  -             -     119      v1.2.0
+n2       voter     follower     10.0.0.2:7421  10.0.0.2:7420  12ms ago      2     118      v1.1.0
+n3       voter     unreachable  10.0.0.3:7421  10.0.0.3:7420  45s ago       1500  -        -
+n4       nonvoter  unreachable  10.0.0.4:7421  10.0.0.4:7420  -             -     -        -
 `
 	if out != want {
 		t.Errorf("got\n%s\nwant\n%s", out, want)

@@ -92,7 +92,7 @@ func bindServerFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.IntVar(&cfg.MaxWatchers, "max-watchers", cfg.MaxWatchers, "most watch streams (WatchSemaphore, WatchLock) one node serves (0: 10,000)")
 	fs.IntVar(&cfg.MaxWatchersPerConnection, "max-watchers-per-connection", cfg.MaxWatchersPerConnection, "most watch streams of one client connection on a node (0: 1,000)")
 	fs.IntVar(&cfg.MaxWatchersPerClient, "max-watchers-per-client", cfg.MaxWatchersPerClient, "most watch streams of one client on a node: one token, or without access control one network address (0: 1,000)")
-	durationVar(fs, &cfg.MemberProbeTimeout, "member-probe-timeout", cfg.MemberProbeTimeout, "each member's probe in a cluster status with probe_members (grackle cluster status); a slower member shows as unreachable (0: 750ms)")
+	durationVar(fs, &cfg.MemberProbeTimeout, "member-probe-timeout", cfg.MemberProbeTimeout, "each of this node's health probes of the other members (one a second each; grackle cluster status, the web view, /status and the metrics show the results); a slower member shows as unreachable (0: 750ms)")
 	durationVar(fs, &cfg.PackHold, "pack-hold", cfg.PackHold, "when an entry commits, the writes queued meanwhile wait at most this long for its callers' next writes, to share one entry (0: 4ms; negative: off)")
 	durationVar(fs, &cfg.PackHoldIdle, "pack-hold-idle", cfg.PackHoldIdle, "that wait ends once no write has arrived for this long (0: 1ms)")
 	fs.IntVar(&cfg.MaxWaitersPerProcess, "max-waiters-per-process", cfg.MaxWaitersPerProcess, "most queued waiters of one process (the leases of one process_id) on one semaphore or one lock; beyond, its acquire answers ResourceExhausted, reason QUEUE_FULL (0: 1,000; negative: no bound)")

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/grackle-coord/grackle/apierr"
@@ -99,6 +100,37 @@ func (c *Cache) RedialMux(id, addr string) (*mux.Conn, error) {
 func (c *Cache) Redial(id, addr string) (*grpc.ClientConn, error) {
 	p, err := c.get(id, addr, true)
 	return p.cc, err
+}
+
+// Refresh replaces member id's kept connection, unless it is ready and
+// to addr: called when the member answers again after it did not (the
+// node's health probes tell), since the kept one may still wait out its
+// reconnect backoff, or hold the address the member's name resolved to
+// before it moved (gRPC resolves a name again at most every 30 s). The
+// replaced connection is retired as Redial does; a member with no kept
+// connection is left so.
+func (c *Cache) Refresh(id, addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.conns[id]
+	if c.closed || !ok || p.addr == addr && p.cc.GetState() == connectivity.Ready {
+		return
+	}
+	delete(c.conns, id)
+	c.retire(p)
+}
+
+// Dial makes a connection to addr with the cache's options that the
+// cache does not keep: the caller closes it (the health probes, which
+// replace their connection after every failure).
+func (c *Cache) Dial(addr string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	return grpc.NewClient(addr, c.opts...)
 }
 
 func (c *Cache) get(id, addr string, fresh bool) (peer, error) {

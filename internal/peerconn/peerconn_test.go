@@ -3,6 +3,7 @@ package peerconn
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -69,6 +70,49 @@ func TestAddressChangeRetiresTheOldConnection(t *testing.T) {
 	}
 	if old.GetState() == connectivity.Shutdown {
 		t.Fatal("a connection retired for an hour was closed early")
+	}
+}
+
+// Refresh replaces a kept connection that is not ready (here: never
+// used, so idle) and retires it; a member without one gets none.
+func TestRefreshReplacesAConnectionNotReady(t *testing.T) {
+	c := New()
+	defer c.Close()
+	c.retireAfter = time.Hour
+	old, _ := c.Get("n1", "127.0.0.1:1")
+	c.Refresh("n1", "127.0.0.1:1")
+	fresh, _ := c.Get("n1", "127.0.0.1:1")
+	if fresh == old || c.Dials() != 2 {
+		t.Fatalf("Refresh kept a connection that is not ready (%d dials)", c.Dials())
+	}
+	if old.GetState() == connectivity.Shutdown {
+		t.Fatal("the replaced connection was closed at once, not retired")
+	}
+	c.Refresh("n2", "127.0.0.1:2")
+	if c.Dials() != 2 {
+		t.Fatal("Refresh dialled a member that had no connection")
+	}
+
+	// A ready connection is kept.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	go srv.Serve(lis)
+	defer srv.Stop()
+	live, _ := c.Get("n3", lis.Addr().String())
+	live.Connect()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for s := live.GetState(); s != connectivity.Ready; s = live.GetState() {
+		if !live.WaitForStateChange(ctx, s) {
+			t.Fatalf("never ready: %v", s)
+		}
+	}
+	c.Refresh("n3", lis.Addr().String())
+	if again, _ := c.Get("n3", lis.Addr().String()); again != live {
+		t.Fatal("Refresh replaced a ready connection")
 	}
 }
 

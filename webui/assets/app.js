@@ -9,7 +9,7 @@
 'use strict';
 
 const TOKEN_KEY = 'grackle-token';
-const POLL_MS = 3000;
+const POLL_MS = 2000;
 const $ = (id) => document.getElementById(id);
 
 function token() { return sessionStorage.getItem(TOKEN_KEY) || ''; }
@@ -216,14 +216,40 @@ async function refresh() {
 
 // ---- cluster, namespaces, semaphores, leases (polled) ----
 
+// Each member's health is the answering node's (the leader's, as the
+// view's client asks it): whether its probes get an answer, and, from the
+// leader, when the member last answered its Raft heartbeats and how many
+// entries it lacks. An unreachable member is a red row and a banner.
 async function loadCluster() {
   const st = await api('cluster');
   $('leader').textContent = st.leader_id ? 'leader: ' + st.leader_id + ' (' + st.leader_address + '), term ' + st.term : 'no leader known';
   $('leader').dataset.leader = st.leader_id || '';
-  fill($('members'), st.members.map((m) => el('tr', { 'data-node': m.node_id },
-    el('td', {}, m.node_id + (m.node_id === st.leader_id ? ' ★' : '')), el('td', {}, m.grpc_address), el('td', {}, m.raft_address),
-    el('td', {}, m.state), el('td', {}, m.suffrage), el('td', { class: 'num' }, m.last_contact_ms === '-1' ? '-' : m.last_contact_ms + ' ms'))),
-  6, 'no members');
+  const ms = (v) => human(Number(v) / 1000);
+  const down = st.members.filter((m) => m.reachability === 'unreachable');
+  fill($('members'), st.members.map((m) => {
+    const unreachable = m.reachability === 'unreachable';
+    const state = unreachable
+      ? el('td', {}, el('span', { class: 'badge down' }, 'unreachable'), m.last_seen_ms !== undefined ? ' silent ' + ms(m.last_seen_ms) : ' never answered')
+      : el('td', {}, m.raft_state || m.state);
+    let contact = '-';
+    if (unreachable && m.replication_contact_ms !== undefined) contact = ms(m.replication_contact_ms) + ' ago';
+    else if (!unreachable && m.last_contact_ms !== '-1' && m.state !== 'leader') contact = m.last_contact_ms + ' ms';
+    return el('tr', { 'data-node': m.node_id, 'data-reachability': m.reachability || 'unknown', class: unreachable ? 'down' : '' },
+      el('td', {}, m.node_id + (m.node_id === st.leader_id ? ' ★' : '')), el('td', {}, m.grpc_address), el('td', {}, m.raft_address),
+      state, el('td', {}, m.suffrage), el('td', { class: 'num' }, contact),
+      el('td', { class: 'num' }, m.replication_lag_entries !== undefined ? m.replication_lag_entries : '-'),
+      el('td', {}, m.version || '-'));
+  }), 8, 'no members');
+  const banner = $('members-alert');
+  if (down.length) {
+    const voters = st.members.filter((m) => m.suffrage === 'voter');
+    const up = voters.filter((m) => m.reachability === 'self' || m.reachability === 'reachable').length;
+    const quorum = Math.floor(voters.length / 2) + 1;
+    const risk = up < quorum ? 'the quorum is lost' : up === quorum ? 'one more failure loses the quorum' : (up - quorum) + ' more may fail';
+    banner.textContent = 'Unreachable: ' + down.map((m) => m.node_id).join(', ') + ' (as ' + (st.members.find((m) => m.reachability === 'self') || {}).node_id +
+      ' sees it). ' + up + ' of ' + voters.length + ' voters reachable: ' + risk + '.';
+  }
+  banner.hidden = !down.length;
   $('indexes').textContent = 'commit index ' + st.commit_index + ', applied index ' + st.applied_index;
 }
 

@@ -3072,25 +3072,39 @@ type Member struct {
 	GrpcAddress string                 `protobuf:"bytes,3,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
 	// "voter", "nonvoter" (raft suffrage).
 	Suffrage string `protobuf:"bytes,4,opt,name=suffrage,proto3" json:"suffrage,omitempty"`
-	// "leader", "follower", "unknown" as seen by the answering node.
+	// "leader", "follower", "unknown" as seen by the answering node;
+	// "unreachable" when the answering node's probes get no answer from it.
 	State string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
 	// Milliseconds since the leader last heard from this member (-1: unknown).
-	// For a follower that answered the status probe: its own time since it
-	// last heard from the leader.
+	// For a follower that answers the probes: its own time since it last
+	// heard from the leader.
 	LastContactMs int64 `protobuf:"varint,6,opt,name=last_contact_ms,json=lastContactMs,proto3" json:"last_contact_ms,omitempty"`
-	// As seen from the answering node, when asked with probe_members (it
-	// asks each member live): "self", "reachable", "unreachable"; empty when
-	// not probed.
+	// As seen from the answering node, which probes every other member about
+	// once a second and answers from its latest results: "self",
+	// "reachable", "unreachable"; empty only before its first probe of the
+	// member has ended (just after it started, or the member was added).
 	Reachability string `protobuf:"bytes,7,opt,name=reachability,proto3" json:"reachability,omitempty"`
-	// From the member's own answer; empty when it was not probed or did not
-	// answer.
+	// From the member's own answer to the latest probe; empty when it did
+	// not answer.
 	Version      string `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
 	Revision     string `protobuf:"bytes,9,opt,name=revision,proto3" json:"revision,omitempty"`
 	AppliedIndex uint64 `protobuf:"varint,10,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	// The member's own raft state ("leader", "follower", "candidate").
-	RaftState     string `protobuf:"bytes,11,opt,name=raft_state,json=raftState,proto3" json:"raft_state,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RaftState string `protobuf:"bytes,11,opt,name=raft_state,json=raftState,proto3" json:"raft_state,omitempty"`
+	// Milliseconds since the answering node's probe last had an answer from
+	// the member (for an unreachable member: how long it has been silent);
+	// absent when it never had one since the answering node started, and
+	// for the answering node itself.
+	LastSeenMs *int64 `protobuf:"varint,12,opt,name=last_seen_ms,json=lastSeenMs,proto3,oneof" json:"last_seen_ms,omitempty"`
+	// The leader's view of replication, present only when the answering node
+	// leads and the member has answered its Raft AppendEntries since this
+	// node started: milliseconds since it last did, and the entries of the
+	// leader's log beyond the member's last index as of that answer (what
+	// the member lacks, as far as the leader knows).
+	ReplicationContactMs  *int64  `protobuf:"varint,13,opt,name=replication_contact_ms,json=replicationContactMs,proto3,oneof" json:"replication_contact_ms,omitempty"`
+	ReplicationLagEntries *uint64 `protobuf:"varint,14,opt,name=replication_lag_entries,json=replicationLagEntries,proto3,oneof" json:"replication_lag_entries,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Member) Reset() {
@@ -3200,12 +3214,35 @@ func (x *Member) GetRaftState() string {
 	return ""
 }
 
+func (x *Member) GetLastSeenMs() int64 {
+	if x != nil && x.LastSeenMs != nil {
+		return *x.LastSeenMs
+	}
+	return 0
+}
+
+func (x *Member) GetReplicationContactMs() int64 {
+	if x != nil && x.ReplicationContactMs != nil {
+		return *x.ReplicationContactMs
+	}
+	return 0
+}
+
+func (x *Member) GetReplicationLagEntries() uint64 {
+	if x != nil && x.ReplicationLagEntries != nil {
+		return *x.ReplicationLagEntries
+	}
+	return 0
+}
+
 type GetClusterStatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Ask every member live (GetNodeInfo, a short deadline each) for its
-	// reachability, version, applied index and raft state. Off by default:
-	// clients probe GetClusterStatus to find the leader and must not wait on
-	// a member that is down. `grackle cluster status` sets it.
+	// Every answer carries each member's health from the answering node's
+	// own probes (about once a second, answered from the latest results, so
+	// the call never waits on a member that is down). With probe_members, a
+	// node that has not finished its first round of probes since it started
+	// waits for it (at most the probe timeout). `grackle cluster status`
+	// sets it.
 	ProbeMembers  bool `protobuf:"varint,1,opt,name=probe_members,json=probeMembers,proto3" json:"probe_members,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -8263,7 +8300,7 @@ const file_grackle_v1_grackle_proto_rawDesc = "" +
 	"\aholders\x18\x04 \x03(\v2\x1b.grackle.v1.SemaphoreHolderR\aholders\x125\n" +
 	"\awaiters\x18\x05 \x03(\v2\x1b.grackle.v1.SemaphoreWaiterR\awaiters\x12\x18\n" +
 	"\achanges\x18\x06 \x01(\x04R\achanges\x12#\n" +
-	"\rwaiters_count\x18\a \x01(\x03R\fwaitersCount\"\xdf\x02\n" +
+	"\rwaiters_count\x18\a \x01(\x03R\fwaitersCount\"\xc6\x04\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12!\n" +
@@ -8277,7 +8314,14 @@ const file_grackle_v1_grackle_proto_rawDesc = "" +
 	"\rapplied_index\x18\n" +
 	" \x01(\x04R\fappliedIndex\x12\x1d\n" +
 	"\n" +
-	"raft_state\x18\v \x01(\tR\traftState\">\n" +
+	"raft_state\x18\v \x01(\tR\traftState\x12%\n" +
+	"\flast_seen_ms\x18\f \x01(\x03H\x00R\n" +
+	"lastSeenMs\x88\x01\x01\x129\n" +
+	"\x16replication_contact_ms\x18\r \x01(\x03H\x01R\x14replicationContactMs\x88\x01\x01\x12;\n" +
+	"\x17replication_lag_entries\x18\x0e \x01(\x04H\x02R\x15replicationLagEntries\x88\x01\x01B\x0f\n" +
+	"\r_last_seen_msB\x19\n" +
+	"\x17_replication_contact_msB\x1a\n" +
+	"\x18_replication_lag_entries\">\n" +
 	"\x17GetClusterStatusRequest\x12#\n" +
 	"\rprobe_members\x18\x01 \x01(\bR\fprobeMembers\"\xe8\x01\n" +
 	"\x18GetClusterStatusResponse\x12\x1b\n" +
@@ -9147,6 +9191,7 @@ func file_grackle_v1_grackle_proto_init() {
 	if File_grackle_v1_grackle_proto != nil {
 		return
 	}
+	file_grackle_v1_grackle_proto_msgTypes[45].OneofWrappers = []any{}
 	file_grackle_v1_grackle_proto_msgTypes[55].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -2582,6 +2582,21 @@ func (m *Member) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.ReplicationLagEntries != nil {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(*m.ReplicationLagEntries))
+		i--
+		dAtA[i] = 0x70
+	}
+	if m.ReplicationContactMs != nil {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(*m.ReplicationContactMs))
+		i--
+		dAtA[i] = 0x68
+	}
+	if m.LastSeenMs != nil {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(*m.LastSeenMs))
+		i--
+		dAtA[i] = 0x60
+	}
 	if len(m.RaftState) > 0 {
 		i -= len(m.RaftState)
 		copy(dAtA[i:], m.RaftState)
@@ -8150,6 +8165,15 @@ func (m *Member) SizeVT() (n int) {
 	l = len(m.RaftState)
 	if l > 0 {
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if m.LastSeenMs != nil {
+		n += 1 + protohelpers.SizeOfVarint(uint64(*m.LastSeenMs))
+	}
+	if m.ReplicationContactMs != nil {
+		n += 1 + protohelpers.SizeOfVarint(uint64(*m.ReplicationContactMs))
+	}
+	if m.ReplicationLagEntries != nil {
+		n += 1 + protohelpers.SizeOfVarint(uint64(*m.ReplicationLagEntries))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -17156,6 +17180,66 @@ func (m *Member) UnmarshalVT(dAtA []byte) error {
 			}
 			m.RaftState = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
+		case 12:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LastSeenMs", wireType)
+			}
+			var v int64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.LastSeenMs = &v
+		case 13:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ReplicationContactMs", wireType)
+			}
+			var v int64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.ReplicationContactMs = &v
+		case 14:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ReplicationLagEntries", wireType)
+			}
+			var v uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.ReplicationLagEntries = &v
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
