@@ -20,6 +20,16 @@
 #   SPREAD_READS=0 make compare-bench        # reads to the leader only
 #   ETCD=0 SERVER_FLAGS="--raft-log-store bolt" make compare-bench   # another server setting
 #   ZK_TICK=1000 ZK_JIT_WARMUP=0 make compare-bench                  # other ZooKeeper settings
+#   CONNS=1 make compare-bench               # only the one-connection shape
+#
+# Connection shapes: pairs, leases, reads and locks (CONN_WORKLOADS) run
+# once per entry of CONNS (default 1,64,1000): with 1, the load
+# generator's 64 workers share one connection (Grackle: its multiplexed
+# stream; etcd: one client); with N > 1, max(64, N) workers take N
+# connections in turn, as N worker processes would (Grackle: N gRPC
+# connections; etcd: N clients; ZooKeeper's recipes always give each
+# worker a session, and so a connection, of its own). The other workloads
+# run with 1. The table shows each shape in rows of its own.
 #
 # The reads workload spreads its workers over every member on every side
 # (--spread): followers serve linearizable reads themselves, Grackle's by
@@ -43,12 +53,20 @@ ZK_TICK=${ZK_TICK:-2000}
 ZK_HEAP=${ZK_HEAP:--Xms512m -Xmx1g}
 ZK_JIT_WARMUP=${ZK_JIT_WARMUP:-10s}
 SPREAD_READS=${SPREAD_READS:-1}
+CONNS=${CONNS:-1,64,1000}
+CONN_WORKLOADS=${CONN_WORKLOADS:-pairs,leases,reads,locks}
+# ZooKeeper runs the shapes up to ZK_MAX_CONNS sessions: zkbench's recipes
+# with 1,000 sessions have not finished a run on this machine yet.
+ZK_MAX_CONNS=${ZK_MAX_CONNS:-64}
 BENCH_FLAGS=${BENCH_FLAGS:-}          # extra flags for every load generator, e.g. "--workers 128"
 SERVER_FLAGS=${SERVER_FLAGS:-}        # extra flags for every grackle server, e.g. "--raft-log-store bolt"
 BASE=${BASE:-/tmp/grackle-compare}
 OUT=${OUT:-$BASE/results-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT" "$BASE/bin"
 RES=$OUT/results.jsonl
+# 1,000 connections on each side and the servers' own: more descriptors
+# than a shell's default 1,024.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" || true
 . bench/lib.sh
 
 echo "== building into $BASE/bin"
@@ -192,12 +210,14 @@ common=(--duration "$DUR" --warmup "$WARMUP" --runs 1 -o json)
 all_w=$WORKLOADS
 [ "$all_w" = all ] && all_w=pairs,handoff,leases,reads,expiry,locks,lockhandoff,waitgroup,barrier
 IFS=, read -r -a wl <<<"$all_w"
-# bench_one LABEL RUN WORKLOAD CMD...: one workload against $EPS; CMD takes
-# a comma-separated workload list (grackle bench all, etcdbench, zkbench).
+# bench_one LABEL RUN WORKLOAD CONNS CMD...: one workload against $EPS
+# with CONNS connections; CMD takes a comma-separated workload list
+# (grackle bench all, etcdbench, zkbench).
 bench_one() {
-  local label=$1 run=$2 w=$3
-  shift 3
-  local flags=(--endpoints "$EPS" --label "$label" --server-pids "$SPIDS" --first-run "$run" "${common[@]}")
+  local label=$1 run=$2 w=$3 n=$4
+  shift 4
+  local flags=(--endpoints "$EPS" --label "$label" --server-pids "$SPIDS" --first-run "$run" "${common[@]}" --conns "$n")
+  if [ "$n" -gt 1 ]; then flags+=(--workers "$((n > 64 ? n : 64))"); fi
   if [ "$w" = reads ] && [ "$SPREAD_READS" = 1 ]; then
     # shellcheck disable=SC2086
     "$@" reads --spread "${flags[@]}" $BENCH_FLAGS | tee -a "$RES"
@@ -208,7 +228,7 @@ bench_one() {
 }
 # zk_jit_warmup WORKLOAD: the workload, unmeasured, for ZK_JIT_WARMUP on
 # the fresh ensemble (not expiry: its figure is the expiry tick's, and its
-# trials take their TTL whatever the JIT does).
+# trials take their TTL whatever the JIT does), with 64 workers.
 zk_jit_warmup() {
   local w=$1 spread=()
   if [ "$w" = expiry ] || [ "$ZK_JIT_WARMUP" = 0 ]; then return 0; fi
@@ -229,24 +249,30 @@ for run in $(seq 1 "$RUNS"); do
     0) sides=(zookeeper grackle etcd) ;;
   esac
   for w in "${wl[@]}"; do
-    for side in "${sides[@]}"; do
-      if [ "$side" = grackle ]; then
-        echo "== run $run, $w: grackle, 3 nodes"
-        grackle_cluster "$run" "$w"
-        bench_one grackle "$run" "$w" "$G" bench all
-        stop_all
-      elif [ "$side" = etcd ] && [ "$ETCD" = 1 ]; then
-        echo "== run $run, $w: etcd, 3 members"
-        etcd_cluster "$run" "$w"
-        bench_one etcd "$run" "$w" "$BASE/bin/etcdbench"
-        stop_all
-      elif [ "$side" = zookeeper ] && [ "$ZOOKEEPER" = 1 ]; then
-        echo "== run $run, $w: zookeeper, 3 servers"
-        zk_cluster "$run" "$w"
-        zk_jit_warmup "$w"
-        bench_one zookeeper "$run" "$w" "$BASE/bin/zkbench"
-        stop_all
-      fi
+    shapes=(1)
+    if [[ ",$CONN_WORKLOADS," == *",$w,"* ]]; then IFS=, read -r -a shapes <<<"$CONNS"; fi
+    for n in "${shapes[@]}"; do
+      for side in "${sides[@]}"; do
+        if [ "$side" = grackle ]; then
+          echo "== run $run, $w, $n conns: grackle, 3 nodes"
+          grackle_cluster "$run" "$w-c$n"
+          bench_one grackle "$run" "$w" "$n" "$G" bench all
+          stop_all
+        elif [ "$side" = etcd ] && [ "$ETCD" = 1 ]; then
+          echo "== run $run, $w, $n conns: etcd, 3 members"
+          etcd_cluster "$run" "$w-c$n"
+          bench_one etcd "$run" "$w" "$n" "$BASE/bin/etcdbench"
+          stop_all
+        elif [ "$side" = zookeeper ] && [ "$ZOOKEEPER" = 1 ] && [ "$n" -gt "$ZK_MAX_CONNS" ]; then
+          echo "== run $run, $w, $n conns: zookeeper skipped (more than ZK_MAX_CONNS=$ZK_MAX_CONNS sessions)"
+        elif [ "$side" = zookeeper ] && [ "$ZOOKEEPER" = 1 ]; then
+          echo "== run $run, $w, $n conns: zookeeper, 3 servers"
+          zk_cluster "$run" "$w-c$n"
+          zk_jit_warmup "$w"
+          bench_one zookeeper "$run" "$w" "$n" "$BASE/bin/zkbench"
+          stop_all
+        fi
+      done
     done
   done
 done

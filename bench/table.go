@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strings"
 )
 
@@ -113,7 +114,7 @@ func Table(w io.Writer, results []Result, base string) error {
 			ratios = append(ratios, [2]string{t, base})
 		}
 	}
-	writeTable(w, targets, by, ratios)
+	writeTable(w, targets, by, ratios, shapes(results))
 	return nil
 }
 
@@ -134,56 +135,95 @@ func TableOf(w io.Writer, results []Result, subject string) error {
 			ratios = append(ratios, [2]string{subject, t})
 		}
 	}
-	writeTable(w, targets, by, ratios)
+	writeTable(w, targets, by, ratios, shapes(results))
 	return nil
 }
 
-// byTarget groups results by target (in order of appearance) and workload.
+// byTarget groups results by target (in order of appearance) and by
+// workload and connection shape (key of shapeKey).
 func byTarget(results []Result) ([]string, map[string]map[string][]Result) {
 	var targets []string
-	by := map[string]map[string][]Result{} // target -> workload -> runs
+	by := map[string]map[string][]Result{} // target -> workload@shape -> runs
 	for _, r := range results {
 		if by[r.Target] == nil {
 			by[r.Target] = map[string][]Result{}
 			targets = append(targets, r.Target)
 		}
-		by[r.Target][r.Workload] = append(by[r.Target][r.Workload], r)
+		k := shapeKey(r.Workload, connections(r))
+		by[r.Target][k] = append(by[r.Target][k], r)
 	}
 	return targets, by
 }
 
+// connections is the client connections a result was measured with (1
+// for results that do not say).
+func connections(r Result) int {
+	if v, ok := r.Metrics.Get("connections"); ok && v >= 1 {
+		return int(v)
+	}
+	return 1
+}
+
+func shapeKey(workload string, conns int) string { return fmt.Sprintf("%s@%d", workload, conns) }
+
+// shapes are the connection counts the results were measured with, in
+// increasing order.
+func shapes(results []Result) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, r := range results {
+		if c := connections(r); !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
 // writeTable writes a column per target and a ratio column per pair
-// (numerator, denominator).
-func writeTable(w io.Writer, targets []string, by map[string]map[string][]Result, ratios [][2]string) {
+// (numerator, denominator); with more than one connection shape, each
+// workload's rows once per shape, labelled with it.
+func writeTable(w io.Writer, targets []string, by map[string]map[string][]Result, ratios [][2]string, conns []int) {
 	head := []string{"workload", "figure"}
 	head = append(head, targets...)
 	for _, r := range ratios {
 		head = append(head, r[0]+" / "+r[1])
 	}
 	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat(" --- |", len(head)))
-	for _, rw := range tableRows {
-		cells := []string{rw.workload, rw.figure}
-		any := false
-		for _, t := range targets {
-			c := cell(by[t][rw.workload], rw)
-			any = any || c != "–"
-			cells = append(cells, c)
-		}
-		if !any {
-			continue
-		}
-		for _, r := range ratios {
-			c := ""
-			if rw.ratio {
-				a, okA := mean(by[r[0]][rw.workload], rw.value)
-				b, okB := mean(by[r[1]][rw.workload], rw.value)
-				if okA && okB && b > 0 {
-					c = fmt.Sprintf("%.2fx", a/b)
+	for _, n := range conns {
+		for _, rw := range tableRows {
+			k := shapeKey(rw.workload, n)
+			label := rw.workload
+			if len(conns) > 1 {
+				label = fmt.Sprintf("%s, %d conn", rw.workload, n)
+				if n > 1 {
+					label += "s"
 				}
 			}
-			cells = append(cells, c)
+			cells := []string{label, rw.figure}
+			any := false
+			for _, t := range targets {
+				c := cell(by[t][k], rw)
+				any = any || c != "–"
+				cells = append(cells, c)
+			}
+			if !any {
+				continue
+			}
+			for _, r := range ratios {
+				c := ""
+				if rw.ratio {
+					a, okA := mean(by[r[0]][k], rw.value)
+					b, okB := mean(by[r[1]][k], rw.value)
+					if okA && okB && b > 0 {
+						c = fmt.Sprintf("%.2fx", a/b)
+					}
+				}
+				cells = append(cells, c)
+			}
+			fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 		}
-		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
 }
 

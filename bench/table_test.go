@@ -37,3 +37,31 @@ func TestTableOfSubjectOverEachTarget(t *testing.T) {
 		t.Fatalf("Table with base etcd: %s", b.String())
 	}
 }
+
+// Results measured with different numbers of connections are shapes of
+// their own: each gets its rows, labelled, and its own ratios.
+func TestTableShowsEachConnectionShapeApart(t *testing.T) {
+	res := func(target string, conns int, rate float64) Result {
+		r := Result{Target: target, Workload: "pairs", Run: 1, Rate: rate}
+		r.add("connections", float64(conns))
+		return r
+	}
+	rs := []Result{res("grackle", 1, 8000), res("etcd", 1, 2000), res("grackle", 64, 6000), res("etcd", 64, 1000),
+		res("grackle", 1000, 5000), res("etcd", 1000, 2500)}
+	var b bytes.Buffer
+	if err := TableOf(&b, rs, "grackle"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| pairs, 1 conn | acquire+release pairs/s | 8,000 | 2,000 | 4.00x |",
+		"| pairs, 64 conns | acquire+release pairs/s | 6,000 | 1,000 | 6.00x |",
+		"| pairs, 1000 conns | acquire+release pairs/s | 5,000 | 2,500 | 2.00x |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Fatalf("no row %q in:\n%s", want, b.String())
+		}
+	}
+	if i, j := strings.Index(b.String(), "64 conns"), strings.Index(b.String(), "1000 conns"); i > j {
+		t.Fatalf("shapes out of order:\n%s", b.String())
+	}
+}

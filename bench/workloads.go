@@ -42,8 +42,14 @@ var Workloads = []string{"pairs", "handoff", "leases", "reads", "expiry", "locks
 // Options configure the workloads; the flags are the same for every
 // target (Register).
 type Options struct {
-	Target     string
-	Workers    int // 0: 64, or 8 for handoff and lockhandoff
+	Target  string
+	Workers int // 0: 64, or 8 for handoff and lockhandoff
+	// Conns is the client connections the workers share, taking them in
+	// turn (each target opens them its own way: Grackle per endpoint used,
+	// etcd as clients; ZooKeeper's recipes give every worker a session,
+	// and so a connection, of its own whatever Conns says). Each result
+	// records it as "connections", and the table shows each shape apart.
+	Conns      int
 	Warmup     time.Duration
 	Duration   time.Duration
 	Runs       int
@@ -68,10 +74,15 @@ type Options struct {
 	run int // the run being measured (RunOne)
 }
 
+// maxConns bounds --conns: a load generator's connections cost it memory
+// and file descriptors (10,000 is beyond one process's default limit).
+const maxConns = 10000
+
 // Register adds the workload flags to fs.
 func (o *Options) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Target, "label", o.Target, "target label written into each result")
 	fs.IntVar(&o.Workers, "workers", 0, "concurrent workers (0: 64; 8 for handoff and lockhandoff)")
+	fs.IntVar(&o.Conns, "conns", 1, "client connections the workers take in turn (Grackle: per endpoint used; etcd: clients; ZooKeeper: a session per worker always)")
 	fs.DurationVar(&o.Warmup, "warmup", 2*time.Second, "unmeasured load before the window")
 	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "measured window")
 	fs.IntVar(&o.Runs, "runs", 1, "runs of each workload")
@@ -94,6 +105,8 @@ func (o *Options) Validate() error {
 	switch {
 	case o.Workers < 0:
 		return fmt.Errorf("workers: must be 0 or more, got %d", o.Workers)
+	case o.Conns < 0 || o.Conns > maxConns:
+		return fmt.Errorf("conns: must be 1 to %d, got %d", maxConns, o.Conns)
 	case o.Duration <= 0:
 		return fmt.Errorf("duration: must be positive, got %s", o.Duration)
 	case o.Warmup < 0:
@@ -119,6 +132,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Batch == 0 {
 		o.Batch = 100
+	}
+	if o.Conns == 0 {
+		o.Conns = 1
 	}
 	if o.GroupJobs == 0 {
 		o.GroupJobs = 1000
@@ -212,6 +228,7 @@ func RunOne(ctx context.Context, b Backend, o Options, workload string, run int)
 		return Result{}, fmt.Errorf("unknown workload %q", workload)
 	}
 	res.Target, res.Workload, res.Run = o.Target, workload, run
+	res.add("connections", float64(o.Conns))
 	return res, err
 }
 

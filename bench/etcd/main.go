@@ -39,15 +39,11 @@ func run(ctx context.Context, args []string) error {
 	o := bench.Options{Target: "etcd"}
 	o.Register(fs)
 	endpoints := fs.StringSlice("endpoints", []string{"127.0.0.1:2379"}, "etcd client endpoints")
-	spread := fs.Bool("spread", false, "give every client all endpoints (clientv3 round-robins; followers forward); default: the leader only")
-	conns := fs.Int("conns", 1, "etcd clients (one connection set each); workers take them in turn")
+	spread := fs.Bool("spread", false, "spread the clients over every endpoint in turn (followers forward writes); default: the leader only")
 	format := fs.StringP("output", "o", "table", "table (RESULT lines) or json")
 	ws, err := bench.ParseCommand(fs, args, &o, format)
 	if err != nil {
 		return err
-	}
-	if *conns < 1 {
-		return fmt.Errorf("conns: must be at least 1, got %d", *conns)
 	}
 	newClient := func(eps []string) (*clientv3.Client, error) {
 		return clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
@@ -66,8 +62,11 @@ func run(ctx context.Context, args []string) error {
 	if *spread {
 		work = *endpoints
 	}
-	for i := 0; i < *conns; i++ {
-		c, err := newClient(work)
+	// Conns clients in all, each on one endpoint (with spread, the
+	// endpoints in turn): the shape of Grackle's --conns, conns worker
+	// processes each with its connection.
+	for i := 0; i < max(o.Conns, len(work)); i++ {
+		c, err := newClient(work[i%len(work) : i%len(work)+1])
 		if err != nil {
 			return err
 		}

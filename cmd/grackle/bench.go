@@ -22,11 +22,9 @@ func (a *app) benchCmd() *cobra.Command {
 	o := bench.Options{Target: "grackle"}
 	o.Register(g.PersistentFlags())
 	var spread bool
-	var conns int
 	var unary bool
 	g.PersistentFlags().BoolVar(&spread, "spread", false,
 		"spread the workers over every endpoint (followers forward to the leader); default: all to the leader")
-	g.PersistentFlags().IntVar(&conns, "conns", 1, "gRPC connections per endpoint used; workers take them in turn")
 	g.PersistentFlags().BoolVar(&unary, "unary", false,
 		"send every call as its own unary gRPC call; default: over each connection's multiplexed stream, as the Go client does")
 
@@ -44,16 +42,13 @@ func (a *app) benchCmd() *cobra.Command {
 			default:
 				return flagError(cmd, flagOutput, "bench prints table (RESULT lines) or json")
 			}
-			if conns < 1 {
-				return flagError(cmd, "conns", "must be at least 1")
-			}
 			if err := o.Validate(); err != nil {
 				return usagef("%v", err)
 			}
 			if isTerminal(a.stderr) {
 				o.Progress = a.stderr
 			}
-			b, closeAll, err := a.grackleBackend(cmd.Context(), spread, conns, unary)
+			b, closeAll, err := a.grackleBackend(cmd.Context(), spread, o.Conns, unary)
 			if err != nil {
 				return err
 			}
@@ -148,7 +143,9 @@ func isTerminal(w io.Writer) bool {
 }
 
 // grackleBackend connects to the leader (asked of the first reachable
-// endpoint), and with spread to every endpoint, conns times each.
+// endpoint), or with spread to every endpoint in turn: conns connections
+// in all (at least one per endpoint used), as conns worker processes
+// would hold them.
 func (a *app) grackleBackend(ctx context.Context, spread bool, conns int, unary bool) (*bench.Grackle, func(), error) {
 	first, _, err := dialFirst(ctx, a.endpoints, connectTimeout, a)
 	if err != nil {
@@ -190,20 +187,18 @@ func (a *app) grackleBackend(ctx context.Context, spread bool, conns int, unary 
 		return nil, nil, err
 	}
 	var work []grpc.ClientConnInterface
-	for i := 0; i < conns; i++ {
-		for _, t := range targets {
-			c, err := dial(t)
-			if err != nil {
-				return nil, nil, err
-			}
-			if unary {
-				work = append(work, c)
-				continue
-			}
-			m := mux.NewConn(c)
-			muxes = append(muxes, m)
-			work = append(work, m)
+	for i := 0; i < max(conns, len(targets)); i++ {
+		c, err := dial(targets[i%len(targets)])
+		if err != nil {
+			return nil, nil, err
 		}
+		if unary {
+			work = append(work, c)
+			continue
+		}
+		m := mux.NewConn(c)
+		muxes = append(muxes, m)
+		work = append(work, m)
 	}
 	return bench.NewGrackle(work, leader), closeAll, nil
 }
