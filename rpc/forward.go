@@ -70,8 +70,7 @@ func (f *forwarder) askLeader(ctx context.Context, call func(context.Context, gr
 
 // hop runs call on the leader: for a caller (own false: its token and the
 // forwarded mark go along, and the leader's headers come back to it), or
-// for this node itself (own: nothing of an incoming call goes along, so
-// the call may ride the multiplexed stream).
+// for this node itself (own: nothing of an incoming call goes along).
 func (f *forwarder) hop(ctx context.Context, call func(context.Context, grpc.ClientConnInterface) error, own bool) error {
 	if !own && peerconn.Forwarded(ctx) {
 		// Never forward twice: the sender thought we lead; let it retry.
@@ -118,29 +117,23 @@ func (f *forwarder) hop(ctx context.Context, call func(context.Context, grpc.Cli
 }
 
 // via is what a hop to member id calls on: the multiplexed stream of its
-// connection for this node's own calls, else the connection itself,
-// relaying the leader's headers to the caller. fresh dials anew.
+// connection (a caller's token and the forwarded mark go with each call
+// on it), relaying the leader's headers to the caller unless the call is
+// this node's own. However many clients a follower serves, the leader
+// sees one connection and one stream from it. fresh dials anew.
 func (f *forwarder) via(id, addr string, fresh, own bool) (grpc.ClientConnInterface, error) {
-	if own {
-		get := f.peers.GetMux
-		if fresh {
-			get = f.peers.RedialMux
-		}
-		mc, err := get(id, addr)
-		if err != nil {
-			return nil, err
-		}
-		return mc, nil
-	}
-	get := f.peers.Get
+	get := f.peers.GetMux
 	if fresh {
-		get = f.peers.Redial
+		get = f.peers.RedialMux
 	}
-	cc, err := get(id, addr)
+	mc, err := get(id, addr)
 	if err != nil {
 		return nil, err
 	}
-	return relaying{cc}, nil
+	if own {
+		return mc, nil
+	}
+	return relaying{mc}, nil
 }
 
 // unreachable is the error of a hop that never carried the call: it names
@@ -166,11 +159,11 @@ func (f *forwarder) close() {
 // It wraps the connection rather than being one of its interceptors: the
 // connection is shared with the node's other callers (admin probes, watch
 // relays), whose peers' metadata is not the caller's answer.
-type relaying struct{ *grpc.ClientConn }
+type relaying struct{ grpc.ClientConnInterface }
 
 func (r relaying) Invoke(ctx context.Context, method string, req, reply any, opts ...grpc.CallOption) error {
 	var hdr, trl metadata.MD
-	err := r.ClientConn.Invoke(ctx, method, req, reply, append(opts, grpc.Header(&hdr), grpc.Trailer(&trl))...)
+	err := r.ClientConnInterface.Invoke(ctx, method, req, reply, append(opts, grpc.Header(&hdr), grpc.Trailer(&trl))...)
 	if len(hdr) > 0 {
 		_ = grpc.SetHeader(ctx, hdr)
 	}

@@ -788,3 +788,66 @@ func TestACLFollowerChecksItself(t *testing.T) {
 		}
 	}
 }
+
+// A follower forwards its callers' writes to the leader on its one
+// multiplexed stream, each call with its caller's token: the leader sees
+// one connection from the follower however many clients it serves, and
+// still decides each call on the caller's identity.
+func TestACLForwardedCallsRideTheStream(t *testing.T) {
+	c, root := aclCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var f int
+	withToken(t, c, root, func() { c.WaitLeader(); f = c.Follower() })
+	api := pb.NewGrackleServiceClient(c.Conn(f))
+	if _, err := api.CreateNamespace(tokenCtx(ctx, root), &pb.CreateNamespaceRequest{Name: "ns1"}); err != nil {
+		t.Fatalf("admin through follower: %v", err)
+	}
+	acls := pb.NewACLServiceClient(c.Conn(f))
+	w, err := acls.CreateToken(tokenCtx(ctx, root), &pb.CreateTokenRequest{Role: "write", Namespace: "ns1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := acls.CreateToken(tokenCtx(ctx, root), &pb.CreateTokenRequest{Role: "read", Namespace: "ns1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stream opens on the connection's first call, in the background.
+	n := 0
+	create := func(secret string) error {
+		n++
+		_, err := api.CreateSemaphore(tokenCtx(ctx, secret), &pb.CreateSemaphoreRequest{NamespaceName: "ns1", SemaphoreName: fmt.Sprintf("s%d", n), Permits: 1})
+		return err
+	}
+	servertest.Eventually(t, "a forwarded call on the stream", 20*time.Second, func() bool {
+		if err := create(w.Secret); err != nil {
+			t.Fatalf("write token through follower: %v", err)
+		}
+		return c.Nodes[f].PeerStreamCalls() > 0
+	})
+	before := c.Nodes[f].PeerStreamCalls()
+	const writes = 10
+	for range writes {
+		if err := create(w.Secret); err != nil {
+			t.Fatalf("write token through follower: %v", err)
+		}
+	}
+	if got := c.Nodes[f].PeerStreamCalls() - before; got < writes {
+		t.Fatalf("%d of %d forwarded writes rode the follower's stream", got, writes)
+	}
+	// Each call is decided on its own token, not on the last one sent.
+	for range 3 {
+		if err := create(r.Secret); status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("read token creating through the follower: %v, want PermissionDenied", err)
+		}
+		if err := create(""); status.Code(err) != codes.Unauthenticated {
+			t.Fatalf("no token through the follower: %v, want Unauthenticated", err)
+		}
+		if err := create("grk_unknown"); status.Code(err) != codes.Unauthenticated {
+			t.Fatalf("an unknown token through the follower: %v, want Unauthenticated", err)
+		}
+		if err := create(w.Secret); err != nil {
+			t.Fatalf("write token after refused calls: %v", err)
+		}
+	}
+}

@@ -31,9 +31,10 @@ const (
 // on the stream goes as an ordinary unary call on cc: while the stream is
 // being opened, when the server has no MuxService, when a call option asks
 // for something the stream does not carry (anything but grpc.Header and
-// grpc.Trailer), when the context carries outgoing metadata (the stream
-// carries only the connection's own, such as its per-RPC credentials, sent
-// once when it opened), or past MaxInFlight. A call
+// grpc.Trailer), when the context carries outgoing metadata and the
+// server does not take a call's own metadata on the stream (the stream
+// then carries only the connection's, such as its per-RPC credentials,
+// sent once when it opened), or past MaxInFlight. A call
 // therefore behaves as the unary call would, whichever way it goes. Streaming
 // RPCs always go on cc.
 type Conn struct {
@@ -93,11 +94,6 @@ func (c *Conn) Invoke(ctx context.Context, method string, args, reply any, opts 
 			carried = false // an option only a unary call honours
 		}
 	}
-	if md, ok := metadata.FromOutgoingContext(ctx); ok && md.Len() > 0 {
-		// Metadata of this call alone (a token, say): the stream carries
-		// only the connection's, sent when it opened.
-		carried = false
-	}
 	if !carried {
 		return c.cc.Invoke(ctx, method, args, reply, opts...)
 	}
@@ -105,7 +101,17 @@ func (c *Conn) Invoke(ctx context.Context, method string, args, reply any, opts 
 	if cs == nil {
 		return c.cc.Invoke(ctx, method, args, reply, opts...)
 	}
-	res, err, ok := cs.call(ctx, method, req)
+	var meta []*pb.MuxMetadata
+	if md, ok := metadata.FromOutgoingContext(ctx); ok && md.Len() > 0 {
+		// Metadata of this call alone (a caller's token, say) goes with
+		// the call to a server that takes it, and only what a unary call
+		// could carry as well; else the call goes as a unary call.
+		meta = callPairs(md)
+		if !cs.metadata || checkCallMetadata(meta) != nil {
+			return c.cc.Invoke(ctx, method, args, reply, opts...)
+		}
+	}
+	res, err, ok := cs.call(ctx, method, req, meta)
 	if !ok {
 		return c.cc.Invoke(ctx, method, args, reply, opts...)
 	}
@@ -173,6 +179,7 @@ func (c *Conn) open() {
 	s := &clientStream{conn: c, cs: cs, cancel: cancel, pending: map[uint64]*pendingCall{}}
 	v := header.Get(batchKey)
 	s.batching = len(v) > 0 && v[0] == "1"
+	s.metadata = carriesMetadata(header)
 	s.out = newOutbox(s.write, 0) // at most MaxInFlight calls and their cancels
 	c.cur = s
 	go s.receive()
@@ -208,6 +215,7 @@ type clientStream struct {
 
 	out      *outbox[outCall]
 	batching bool // the server takes calls batched
+	metadata bool // the server takes calls with metadata of their own
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -221,7 +229,7 @@ type clientStream struct {
 // call sends one call and waits for its result. ok false: the call was not
 // run on the server (never sent, answered not_run, or left unanswered by a
 // stream the server ended NOT_SENT), so the unary call is safe and decides.
-func (s *clientStream) call(ctx context.Context, method string, req proto.Message) (*pb.MuxResult, error, bool) {
+func (s *clientStream) call(ctx context.Context, method string, req proto.Message, meta []*pb.MuxMetadata) (*pb.MuxResult, error, bool) {
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err(), true
 	}
@@ -232,7 +240,7 @@ func (s *clientStream) call(ctx context.Context, method string, req proto.Messag
 	if err != nil {
 		return nil, nil, false // the unary call reports it in gRPC's words
 	}
-	m := &pb.MuxCall{Method: method, Request: b}
+	m := &pb.MuxCall{Method: method, Request: b, Metadata: meta}
 	if dl, ok := ctx.Deadline(); ok {
 		left := time.Until(dl).Microseconds()
 		if left <= 0 {

@@ -2,6 +2,8 @@ package mux_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -43,6 +45,19 @@ func (f *fakeAPI) ListNamespaces(ctx context.Context, req *pb.ListNamespacesRequ
 		}
 	case "panic":
 		panic("a hostile request")
+	case "md":
+		// The call's incoming metadata, as key=value namespaces.
+		md, _ := metadata.FromIncomingContext(ctx)
+		var ns []*pb.Namespace
+		for _, k := range []string{"authorization", "grackle-forwarded", "x-trace-bin"} {
+			for _, v := range md.Get(k) {
+				if strings.HasSuffix(k, "-bin") {
+					v = fmt.Sprintf("%x", v)
+				}
+				ns = append(ns, &pb.Namespace{Name: k + "=" + v})
+			}
+		}
+		return &pb.ListNamespacesResponse{Namespaces: ns}, nil
 	case "fail":
 		st, _ := status.New(codes.FailedPrecondition, "fails on purpose").WithDetails(&pb.Namespace{Name: "detail"})
 		_ = grpc.SetTrailer(ctx, metadata.Pairs("grackle-leader-address", "10.0.0.1:7000"))

@@ -169,11 +169,13 @@ func (s *Server) Calls(ss pb.MuxService_CallsServer) error {
 	}
 	// The empty header tells the client at once that this server runs
 	// calls on the stream (a server without MuxService answers Unimplemented).
-	// Its grackle-mux-batch says that calls may come batched.
-	if err := ss.SendHeader(metadata.Pairs(batchKey, "1")); err != nil {
+	// Its grackle-mux-batch says that calls may come batched, its
+	// grackle-mux-metadata that a call may carry metadata of its own.
+	if err := ss.SendHeader(metadata.Pairs(batchKey, "1", metadataKey, "1")); err != nil {
 		return err
 	}
 	st := &serverStream{s: s, ss: ss, ctx: ss.Context(), calls: map[uint64]context.CancelFunc{}, stopped: make(chan struct{})}
+	st.md, _ = metadata.FromIncomingContext(ss.Context())
 	st.batching = wantsBatches(ss.Context())
 	st.out = newOutbox(st.write, 2*MaxInFlight)
 	st.last = time.Now()
@@ -220,6 +222,7 @@ type serverStream struct {
 	s   *Server
 	ss  pb.MuxService_CallsServer
 	ctx context.Context
+	md  metadata.MD // the stream's request metadata, under each call's own
 
 	mu       sync.Mutex
 	calls    map[uint64]context.CancelFunc // in flight, by id
@@ -313,6 +316,10 @@ func (st *serverStream) take(c *pb.MuxCall) {
 			"timeout_micros: %d is negative; it must be 0 (no deadline) or more", c.TimeoutMicros))
 		return
 	}
+	if err := checkCallMetadata(c.Metadata); err != nil {
+		st.refuse(c.Id, false, err)
+		return
+	}
 	st.mu.Lock()
 	var refusal error
 	notRun := false
@@ -399,6 +406,9 @@ func (s *Server) extraWork(j job, jobs <-chan job) {
 func (st *serverStream) run(ctx context.Context, cancel context.CancelFunc, c *pb.MuxCall, m method) {
 	ts := &transportStream{method: c.Method}
 	ctx = grpc.NewContextWithServerTransportStream(ctx, ts)
+	if len(c.Metadata) > 0 {
+		ctx = withCallMetadata(ctx, st.md, c.Metadata)
+	}
 	dec := func(v any) error {
 		msg, ok := v.(proto.Message)
 		if !ok {

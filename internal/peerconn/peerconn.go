@@ -78,10 +78,10 @@ func (c *Cache) Get(id, addr string) (*grpc.ClientConn, error) {
 	return p.cc, err
 }
 
-// GetMux is Get for calls that carry no metadata of their own (no
-// caller's token, no forwarded mark): they go on the connection's
-// multiplexed stream (package mux), a fraction of a unary call's CPU on
-// both members, or as unary calls on it whenever the stream cannot carry
+// GetMux is Get for unary calls: they go on the connection's multiplexed
+// stream (package mux), a fraction of a unary call's CPU on both members,
+// each with its own metadata (a caller's token, the forwarded mark) when
+// the peer takes it, or as unary calls whenever the stream cannot carry
 // them. Closed with the connection.
 func (c *Cache) GetMux(id, addr string) (*mux.Conn, error) {
 	p, err := c.get(id, addr, false)

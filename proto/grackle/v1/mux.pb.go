@@ -51,7 +51,16 @@ type MuxCall struct {
 	// response header has grackle-mux-batch: 1 (a gRPC stream message has a
 	// fixed cost of its own, a few microseconds of CPU at each end, that
 	// calls sent together share).
-	Batch         []*MuxCall `protobuf:"bytes,6,rep,name=batch,proto3" json:"batch,omitempty"`
+	Batch []*MuxCall `protobuf:"bytes,6,rep,name=batch,proto3" json:"batch,omitempty"`
+	// The call's own request metadata (a forwarding member sends its
+	// caller's token and the forwarded mark): the call sees the metadata the
+	// stream opened with and these entries after it, as a unary call sees
+	// its connection's per-RPC credentials and its own metadata. Keys are
+	// lower case, neither reserved by gRPC ("grpc-" or ":" first) nor the
+	// stream's own (grackle-mux-...); at most 32 entries. A client sends it
+	// only to a server whose response header has grackle-mux-metadata: 1 (an
+	// older server would run the call without it).
+	Metadata      []*MuxMetadata `protobuf:"bytes,7,rep,name=metadata,proto3" json:"metadata,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -124,6 +133,13 @@ func (x *MuxCall) GetCancel() bool {
 func (x *MuxCall) GetBatch() []*MuxCall {
 	if x != nil {
 		return x.Batch
+	}
+	return nil
+}
+
+func (x *MuxCall) GetMetadata() []*MuxMetadata {
+	if x != nil {
+		return x.Metadata
 	}
 	return nil
 }
@@ -301,14 +317,15 @@ var File_grackle_v1_mux_proto protoreflect.FileDescriptor
 const file_grackle_v1_mux_proto_rawDesc = "" +
 	"\n" +
 	"\x14grackle/v1/mux.proto\x12\n" +
-	"grackle.v1\"\xb5\x01\n" +
+	"grackle.v1\"\xea\x01\n" +
 	"\aMuxCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x18\n" +
 	"\arequest\x18\x03 \x01(\fR\arequest\x12%\n" +
 	"\x0etimeout_micros\x18\x04 \x01(\x03R\rtimeoutMicros\x12\x16\n" +
 	"\x06cancel\x18\x05 \x01(\bR\x06cancel\x12)\n" +
-	"\x05batch\x18\x06 \x03(\v2\x13.grackle.v1.MuxCallR\x05batch\"\xf9\x01\n" +
+	"\x05batch\x18\x06 \x03(\v2\x13.grackle.v1.MuxCallR\x05batch\x123\n" +
+	"\bmetadata\x18\a \x03(\v2\x17.grackle.v1.MuxMetadataR\bmetadata\"\xf9\x01\n" +
 	"\tMuxResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1a\n" +
 	"\bresponse\x18\x02 \x01(\fR\bresponse\x12\x16\n" +
@@ -345,16 +362,17 @@ var file_grackle_v1_mux_proto_goTypes = []any{
 }
 var file_grackle_v1_mux_proto_depIdxs = []int32{
 	0, // 0: grackle.v1.MuxCall.batch:type_name -> grackle.v1.MuxCall
-	2, // 1: grackle.v1.MuxResult.header:type_name -> grackle.v1.MuxMetadata
-	2, // 2: grackle.v1.MuxResult.trailer:type_name -> grackle.v1.MuxMetadata
-	1, // 3: grackle.v1.MuxResult.batch:type_name -> grackle.v1.MuxResult
-	0, // 4: grackle.v1.MuxService.Calls:input_type -> grackle.v1.MuxCall
-	1, // 5: grackle.v1.MuxService.Calls:output_type -> grackle.v1.MuxResult
-	5, // [5:6] is the sub-list for method output_type
-	4, // [4:5] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	2, // 1: grackle.v1.MuxCall.metadata:type_name -> grackle.v1.MuxMetadata
+	2, // 2: grackle.v1.MuxResult.header:type_name -> grackle.v1.MuxMetadata
+	2, // 3: grackle.v1.MuxResult.trailer:type_name -> grackle.v1.MuxMetadata
+	1, // 4: grackle.v1.MuxResult.batch:type_name -> grackle.v1.MuxResult
+	0, // 5: grackle.v1.MuxService.Calls:input_type -> grackle.v1.MuxCall
+	1, // 6: grackle.v1.MuxService.Calls:output_type -> grackle.v1.MuxResult
+	6, // [6:7] is the sub-list for method output_type
+	5, // [5:6] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_grackle_v1_mux_proto_init() }
