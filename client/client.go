@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grackle-coord/grackle/apierr"
+	"github.com/grackle-coord/grackle/internal/flowwindow"
 	"github.com/grackle-coord/grackle/internal/mux"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 	"github.com/grackle-coord/grackle/tlsutil"
@@ -305,6 +306,7 @@ func (c *Client) connLocked(addr string) (*grpc.ClientConn, error) {
 			MinConnectTimeout: c.cfg.DialTimeout,
 		}),
 	)
+	opts = append(opts, flowwindow.DialOptions()...) // no PING per call
 	if c.cfg.Token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(tlsutil.Token(c.cfg.Token)))
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/grackle-coord/grackle/acl"
 	"github.com/grackle-coord/grackle/internal/connlimit"
+	"github.com/grackle-coord/grackle/internal/flowwindow"
 	"github.com/grackle-coord/grackle/tlsutil"
 )
 
@@ -153,6 +154,9 @@ func (c Config) grpcServerOptions() []grpc.ServerOption {
 		// it) on every call, which was 5 % of the leader's CPU under load.
 		// A call that finds every worker busy still gets its own goroutine.
 		grpc.NumStreamWorkers(streamWorkers),
+		// No PING per call (package flowwindow).
+		grpc.InitialWindowSize(flowwindow.Size),
+		grpc.InitialConnWindowSize(flowwindow.Size),
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/grackle-coord/grackle/internal/flowwindow"
 	"github.com/grackle-coord/grackle/tlsutil"
 )
 
@@ -110,7 +111,7 @@ func (a *app) dialOptions(onHandshake func(error)) []grpc.DialOption {
 		cfg := a.tls
 		creds = tlsutil.ClientCreds(func() *tls.Config { return cfg }, onHandshake)
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, flowwindow.DialOptions()...)
 	if a.token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(tlsutil.Token(a.token)))
 	}

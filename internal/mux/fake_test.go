@@ -3,8 +3,8 @@ package mux_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"

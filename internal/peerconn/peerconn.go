@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/grackle-coord/grackle/apierr"
+	"github.com/grackle-coord/grackle/internal/flowwindow"
 	"github.com/grackle-coord/grackle/internal/mux"
 )
 
@@ -62,6 +63,7 @@ type retired struct {
 // know it may safely try again.
 func New(opts ...grpc.DialOption) *Cache {
 	all := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, apierr.DialOptions()...)
+	all = append(all, flowwindow.DialOptions()...)
 	return &Cache{
 		opts:        append(all, opts...),
 		retireAfter: RetireAfter,
