@@ -255,6 +255,19 @@ func ValidateAnyLeaseID(field, v string) error {
 // IsLockLeaseID says whether an id names a lock lease (by its prefix).
 func IsLockLeaseID(v string) bool { return len(v) >= 3 && v[:3] == LockLeaseIDPrefix }
 
+// isLeaseID reports whether validateLeaseID(_, v, prefix) would pass.
+func isLeaseID(v, prefix string) bool {
+	if len(v) < len(prefix)+MinLeaseIDRandom || len(v) > MaxLeaseIDBytes || v[:len(prefix)] != prefix {
+		return false
+	}
+	for i := len(prefix); i < len(v); i++ {
+		if !isBase62(v[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 func validateLeaseID(field, v, prefix string) error {
 	if len(v) < len(prefix)+MinLeaseIDRandom || len(v) > MaxLeaseIDBytes || v[:len(prefix)] != prefix {
 		return invalidField(field, "must be %q followed by %d..%d base62 characters, got %q", prefix, MinLeaseIDRandom, MaxLeaseIDBytes-len(prefix), truncate(v, 80))
@@ -332,10 +345,12 @@ func truncate(s string, n int) string {
 // NotFound (LEASE_NOT_FOUND), naming the kind the call needs: the two kinds
 // are not interchangeable. Any other bad id is InvalidArgument.
 func ValidateLeaseKind(field, id string, lock bool) error {
-	if lock && ValidateLeaseID(field, id) == nil {
+	// isLeaseID, not the validators: their error, built and dropped on
+	// every valid call, was 5 % of the bytes a leader allocated per pair.
+	if lock && isLeaseID(id, LeaseIDPrefix) {
 		return notFound(ReasonLeaseNotFound, "%s: %q is a semaphore lease; lock calls need a lock lease (%q...), from CreateLockLease", field, id, LockLeaseIDPrefix)
 	}
-	if !lock && ValidateLockLeaseID(field, id) == nil {
+	if !lock && isLeaseID(id, LockLeaseIDPrefix) {
 		return notFound(ReasonLeaseNotFound, "%s: %q is a lock lease; semaphore calls need a semaphore lease (%q...), from CreateSemaphoreLease", field, id, LeaseIDPrefix)
 	}
 	if lock {
