@@ -110,7 +110,7 @@ func (c *Client) DeleteSemaphore(ctx context.Context, in *pb.DeleteSemaphoreRequ
 // about as long as asked (rounded up to whole seconds), not that again.
 func (c *Client) AcquireSemaphore(ctx context.Context, in *pb.AcquireSemaphoreRequest, opts ...grpc.CallOption) (*pb.AcquireSemaphoreResponse, error) {
 	start, wait := time.Now(), time.Duration(in.GetTimeoutSeconds())*time.Second
-	return call(c, ctx, retryAlways, in, opts, func(api pb.GrackleServiceClient, ctx context.Context, in *pb.AcquireSemaphoreRequest, o ...grpc.CallOption) (*pb.AcquireSemaphoreResponse, error) {
+	return call(c, waitingIf(ctx, wait > 0), retryAlways, in, opts, func(api pb.GrackleServiceClient, ctx context.Context, in *pb.AcquireSemaphoreRequest, o ...grpc.CallOption) (*pb.AcquireSemaphoreResponse, error) {
 		if left, ok := remaining(start, wait); ok {
 			req := proto.Clone(in).(*pb.AcquireSemaphoreRequest)
 			req.TimeoutSeconds = left

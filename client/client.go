@@ -117,6 +117,14 @@ type Config struct {
 	// errors, retries and headers are the same either way, and a member
 	// without MuxService gets unary calls.
 	Unary bool
+
+	// LeaderOnly, when true, sends every call to the leader. By default
+	// a client sends its calls to one of Endpoints chosen at random (its
+	// home; followers serve reads and forward writes to the leader on one
+	// stream for all their clients), and only waits and watches to the
+	// leader: a fleet of clients then spreads its connections over the
+	// members instead of holding them all on the leader.
+	LeaderOnly bool
 }
 
 func (c Config) withDefaults() Config {
@@ -147,8 +155,8 @@ func (c Config) withDefaults() Config {
 // Client talks to a Grackle cluster. It is safe for concurrent use.
 //
 // Client implements pb.GrackleServiceClient and pb.ClusterServiceClient:
-// each RPC goes to the current leader and is retried as the package
-// documentation describes.
+// each RPC goes to the client's home or to the current leader (spread.go)
+// and is retried as the package documentation describes.
 type Client struct {
 	cfg   Config
 	reach *reachability
@@ -166,6 +174,10 @@ type Client struct {
 	lastProbe time.Time                      // when the last discovery ended
 	sessions  map[*Session]struct{}
 	closed    bool
+	// home is where calls go unless they are the leader's (spread.go);
+	// not before homeDownUntil after it failed one.
+	home          string
+	homeDownUntil time.Time
 
 	life     context.Context // cancelled by Close
 	lifeStop context.CancelFunc
@@ -198,6 +210,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if len(c.known) == 0 {
 		return nil, errors.New("grackle client: no endpoints")
 	}
+	c.chooseHome()
 	for _, e := range c.known {
 		if _, err := c.connLocked(e); err != nil {
 			c.Close()
@@ -622,7 +635,8 @@ func (c *Client) forgetLeader() {
 
 // ---- calls ----
 
-// invoke runs one call on the leader with the retry policy pol. do makes
+// invoke runs one call on the home or the leader (spread.go) with the
+// retry policy pol. do makes
 // one attempt on cc with the given call options (the caller's, plus one
 // that captures the trailer).
 func (c *Client) invoke(ctx context.Context, pol policy, opts []grpc.CallOption,
@@ -630,7 +644,7 @@ func (c *Client) invoke(ctx context.Context, pol policy, opts []grpc.CallOption,
 	var firstFail time.Time
 	redirected := false
 	for attempt := 0; ; attempt++ {
-		addr, err := c.pick(ctx)
+		addr, home, err := c.target(ctx)
 		if err != nil {
 			return err
 		}
@@ -647,6 +661,9 @@ func (c *Client) invoke(ctx context.Context, pol policy, opts []grpc.CallOption,
 		st := status.Convert(err)
 		if st.Code() != codes.Unavailable {
 			return err
+		}
+		if home {
+			c.homeFailed()
 		}
 		newLeader := c.noteUnavailable(addr, leaderHint(tr, err))
 		// A call on a connection that was never established did not reach

@@ -15,16 +15,19 @@ import (
 	"github.com/grackle-coord/grackle/server/servertest"
 )
 
-// Given only a follower and a dead endpoint, the client finds the leader
-// and sends calls straight to it (only the leader's own answers carry the
-// grackle-raft-index header: a forwarded call's do not); when the leader
-// dies, it finds the new one.
+// With LeaderOnly, given only a follower and a dead endpoint, the client
+// finds the leader and sends calls straight to it; when the leader dies,
+// it finds the new one.
 func TestRoutesToLeader(t *testing.T) {
 	c := servertest.Start(t, 3, nil)
 	li := c.WaitLeader() // not Leader(): -1 if an election is under way
 	fi := c.Follower()
 	leaderAddr := c.Nodes[li].GRPCAddr()
-	cli := newClient(t, deadAddr(t), c.Nodes[fi].GRPCAddr())
+	cli, err := client.New(ctxT(t), client.Config{Endpoints: []string{deadAddr(t), c.Nodes[fi].GRPCAddr()}, LeaderOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
 	ctx := ctxT(t)
 
 	var hdr metadata.MD

@@ -3,10 +3,12 @@
 //
 // A Client takes several endpoints, finds the Raft leader (through
 // ClusterService.GetClusterStatus and through the leader address that an
-// Unavailable error carries), sends every call straight to the leader,
-// rediscovers it when leadership moves, and retries the calls that are safe
-// to retry with jittered exponential backoff, always within the caller's
-// context.
+// Unavailable error carries), sends its calls to one endpoint picked at
+// random (its home: followers serve reads and forward writes; waits and
+// watches go to the leader; Config.LeaderOnly sends everything to the
+// leader), rediscovers the leader when leadership moves, and retries the
+// calls that are safe to retry with jittered exponential backoff, always
+// within the caller's context.
 //
 // On top of the raw API (every RPC of grackle.v1.GrackleService and
 // grackle.v1.ClusterService is a method of Client taking the generated

@@ -192,7 +192,7 @@ func (l *Lock) acquire(ctx context.Context, mode LockMode, blocking bool, opts [
 	req := &pb.AcquireLockRequest{NamespaceName: s.ns, LockName: l.name, LeaseId: s.leaseID, Exclusive: mode == Exclusive, Metadata: o.metadata}
 	for {
 		var resp *pb.AcquireLockResponse
-		err := s.c.invoke(callCtx, retryAlways, nil, func(ctx context.Context, cc grpc.ClientConnInterface, co []grpc.CallOption) error {
+		err := s.c.invoke(waitingIf(callCtx, blocking), retryAlways, nil, func(ctx context.Context, cc grpc.ClientConnInterface, co []grpc.CallOption) error {
 			req.TimeoutSeconds = 0
 			if blocking {
 				if req.TimeoutSeconds = waitSeconds(s.c, ctx); req.TimeoutSeconds < 0 {

@@ -49,7 +49,7 @@ func (c *Client) ListLockLeases(ctx context.Context, in *pb.ListLockLeasesReques
 // retry asks only for what is left of the first attempt's timeout.
 func (c *Client) AcquireLock(ctx context.Context, in *pb.AcquireLockRequest, opts ...grpc.CallOption) (*pb.AcquireLockResponse, error) {
 	start, wait := time.Now(), time.Duration(in.GetTimeoutSeconds())*time.Second
-	return call(c, ctx, retryAlways, in, opts, func(api pb.GrackleServiceClient, ctx context.Context, in *pb.AcquireLockRequest, o ...grpc.CallOption) (*pb.AcquireLockResponse, error) {
+	return call(c, waitingIf(ctx, wait > 0), retryAlways, in, opts, func(api pb.GrackleServiceClient, ctx context.Context, in *pb.AcquireLockRequest, o ...grpc.CallOption) (*pb.AcquireLockResponse, error) {
 		if left, ok := remaining(start, wait); ok {
 			req := proto.Clone(in).(*pb.AcquireLockRequest)
 			req.TimeoutSeconds = left

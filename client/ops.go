@@ -35,7 +35,8 @@ func openPrimed[T any](c *Client, ctx context.Context, opts []grpc.CallOption,
 		st    grpc.ServerStreamingClient[T]
 		first *T
 	)
-	err := c.invoke(ctx, retryAlways, opts, func(ctx context.Context, cc grpc.ClientConnInterface, o []grpc.CallOption) error {
+	// Watches follow the leader (a follower would only relay them).
+	err := c.invoke(toLeader(ctx), retryAlways, opts, func(ctx context.Context, cc grpc.ClientConnInterface, o []grpc.CallOption) error {
 		s, err := open(ctx, cc, o)
 		if err != nil {
 			return err

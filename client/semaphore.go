@@ -198,7 +198,7 @@ func (m *Semaphore) acquire(ctx context.Context, weight int64, blocking bool, op
 	req := &pb.AcquireSemaphoreRequest{NamespaceName: s.ns, SemaphoreName: m.name, LeaseId: s.leaseID, Weight: weight, Metadata: o.metadata}
 	for {
 		var resp *pb.AcquireSemaphoreResponse
-		err := s.c.invoke(callCtx, retryAlways, nil, func(ctx context.Context, cc grpc.ClientConnInterface, co []grpc.CallOption) error {
+		err := s.c.invoke(waitingIf(callCtx, blocking), retryAlways, nil, func(ctx context.Context, cc grpc.ClientConnInterface, co []grpc.CallOption) error {
 			req.TimeoutSeconds = 0
 			if blocking {
 				if req.TimeoutSeconds = m.waitSeconds(ctx); req.TimeoutSeconds < 0 {

@@ -62,7 +62,7 @@ func (c *Client) ListWaitGroupCompletedJobs(ctx context.Context, in *pb.ListWait
 // the first attempt's timeout.
 func (c *Client) WaitForWaitGroup(ctx context.Context, in *pb.WaitForWaitGroupRequest, opts ...grpc.CallOption) (*pb.WaitForWaitGroupResponse, error) {
 	start, wait := time.Now(), time.Duration(in.GetTimeoutSeconds())*time.Second
-	return call(c, ctx, retryAlways, in, opts, func(api pb.GrackleServiceClient, ctx context.Context, in *pb.WaitForWaitGroupRequest, o ...grpc.CallOption) (*pb.WaitForWaitGroupResponse, error) {
+	return call(c, waitingIf(ctx, wait > 0), retryAlways, in, opts, func(api pb.GrackleServiceClient, ctx context.Context, in *pb.WaitForWaitGroupRequest, o ...grpc.CallOption) (*pb.WaitForWaitGroupResponse, error) {
 		if left, ok := remaining(start, wait); ok {
 			req := proto.Clone(in).(*pb.WaitForWaitGroupRequest)
 			req.TimeoutSeconds = left
@@ -111,7 +111,7 @@ func (c *Client) ArriveAtBarrier(ctx context.Context, in *pb.ArriveAtBarrierRequ
 // on any Unavailable with what is left of the first attempt's timeout.
 func (c *Client) WaitAtBarrier(ctx context.Context, in *pb.WaitAtBarrierRequest, opts ...grpc.CallOption) (*pb.WaitAtBarrierResponse, error) {
 	start, wait := time.Now(), time.Duration(in.GetTimeoutSeconds())*time.Second
-	return call(c, ctx, retryAlways, in, opts, func(api pb.GrackleServiceClient, ctx context.Context, in *pb.WaitAtBarrierRequest, o ...grpc.CallOption) (*pb.WaitAtBarrierResponse, error) {
+	return call(c, waitingIf(ctx, wait > 0), retryAlways, in, opts, func(api pb.GrackleServiceClient, ctx context.Context, in *pb.WaitAtBarrierRequest, o ...grpc.CallOption) (*pb.WaitAtBarrierResponse, error) {
 		if left, ok := remaining(start, wait); ok {
 			req := proto.Clone(in).(*pb.WaitAtBarrierRequest)
 			req.TimeoutSeconds = left
