@@ -3,7 +3,7 @@ GO        ?= go
 BIN       ?= bin
 PROTO_SRC := $(shell find proto -name '*.proto')
 
-.PHONY: help build test proto run bench failover-bench compare-bench secure-bench profile-bench jepsen jepsen-ci fuzz fuzz-api fuzz-snapshot vet fmt clean image cluster-up cluster-down compose-test secure-cluster-up secure-cluster-down compose-secure-test
+.PHONY: help build test proto run bench failover-bench compare-bench secure-bench profile-bench idle-bench jepsen jepsen-ci fuzz fuzz-api fuzz-snapshot vet fmt clean image cluster-up cluster-down compose-test secure-cluster-up secure-cluster-down compose-secure-test
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -56,6 +56,9 @@ secure-bench: ## pairs and handoff on plain, TLS and TLS+ACL 3-node clusters in 
 
 profile-bench: ## CPU profiles of a 3-node Grackle's leader under each bench workload, top entries (DUR, WARMUP, WORKLOADS)
 	bash bench/profile.sh
+
+idle-bench: ## memory per idle client connection on the leader and a follower of a 3-node cluster, with and without the multiplexed stream (CONNS=1000,10000, RUNS, MEMBERS=leader,follower, MODES, BEFORE=rev)
+	bash bench/idleconns.sh
 
 JEPSEN_NODES    ?= 3
 JEPSEN_DURATION ?= 120s

@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
 	"github.com/grackle-coord/grackle/bench"
+	"github.com/grackle-coord/grackle/bench/idleconns"
 	"github.com/grackle-coord/grackle/internal/mux"
 	pb "github.com/grackle-coord/grackle/proto/grackle/v1"
 )
@@ -128,7 +131,96 @@ func (a *app) benchCmd() *cobra.Command {
 	table.Flags().StringVar(&subject, "subject", "", "instead of --base: the ratios are this target over each other one (make compare-bench: grackle)")
 	table.MarkFlagsMutuallyExclusive("base", "subject")
 	g.AddCommand(table)
+	g.AddCommand(a.idleConnsCmd(&o, &unary))
 	return g
+}
+
+// idleConnsCmd: grackle bench idle-conns, what an idle client connection
+// costs a member (bench/idleconns; make idle-bench runs it).
+func (a *app) idleConnsCmd(o *bench.Options, unary *bool) *cobra.Command {
+	opt := idleconns.Options{Member: "leader", Settle: 2 * time.Second}
+	cmd := &cobra.Command{
+		Use:   "idle-conns",
+		Short: "Memory per idle client connection on a member: open --conns connections to the leader or a follower, read its RSS, heap and goroutines before and after",
+		Long: `Opens --conns (default 1000) gRPC connections to one member, the leader or a
+follower (--member), with one call answered on each: on the connection's
+multiplexed stream as the Go client does, or with --unary as a unary call.
+It reads the member's resident memory (/proc/PID/status, so the member runs
+on this machine: --server-pids), and its Go heap in use and goroutines
+(its /metrics: --http-endpoints) before and after, each after a garbage
+collection when the member serves its profiles (--pprof), and prints the
+differences per connection. --server-pids and --http-endpoints name the
+members in the order of --endpoints. The member must admit the connections:
+--max-connections and --max-connections-per-address.`,
+		Args: positional(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opt.Endpoints = a.endpoints
+			opt.PIDs = o.ServerPIDs
+			opt.Conns = o.Conns
+			if !cmd.Flags().Changed("conns") {
+				opt.Conns = 1000
+			}
+			opt.Unary = *unary
+			opt.Label = o.Target
+			opt.DialOptions = a.dialOptions(nil)
+			if isTerminal(a.stderr) {
+				opt.Progress = a.stderr
+			}
+			if a.output != "table" && a.output != "json" {
+				return flagError(cmd, flagOutput, "bench idle-conns prints table (a RESULT line) or json")
+			}
+			if err := opt.Validate(); err != nil {
+				return usagef("%v", err)
+			}
+			res, err := idleconns.Run(cmd.Context(), opt)
+			if err != nil {
+				if cmd.Context().Err() != nil {
+					return callError(cmd.Context(), err)
+				}
+				return &exitError{code: exitCallFailed, msg: oneLine(err.Error())}
+			}
+			if a.output == "json" {
+				b, _ := json.Marshal(res)
+				fmt.Fprintln(a.stdout, string(b))
+			} else {
+				fmt.Fprintln(a.stdout, res.Text())
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&opt.Member, "member", opt.Member, "whom the connections go to: leader or follower")
+	fs.StringSliceVar(&opt.HTTP, "http-endpoints", nil, "the members' HTTP addresses (host:port, for /metrics and /debug/pprof/heap), in the order of --endpoints")
+	fs.DurationVar(&opt.Settle, "settle", opt.Settle, "wait before each reading")
+	fs.StringVar(&opt.HeapProfile, "heap-profile", "", "write the member's heap profile, taken with the connections open, to this file (the member serves --pprof)")
+	fs.IntVar(&opt.Parallel, "parallel", 32, "connections being opened at once")
+
+	tbl := &cobra.Command{
+		Use:   "table FILE...",
+		Short: "Print idle-conns JSON results (-o json) as one Markdown table: medians per connection",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var all []idleconns.Result
+			for _, p := range args {
+				f, err := os.Open(p)
+				if err != nil {
+					return &exitError{code: exitCallFailed, msg: oneLine(err.Error())}
+				}
+				rs, err := idleconns.ReadResults(f)
+				f.Close()
+				if err != nil {
+					return &exitError{code: exitCallFailed, msg: oneLine(p + ": " + err.Error())}
+				}
+				all = append(all, rs...)
+			}
+			if err := idleconns.Table(a.stdout, all); err != nil {
+				return &exitError{code: exitCallFailed, msg: oneLine(err.Error())}
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(tbl)
+	return cmd
 }
 
 // isTerminal reports whether w is a terminal (the progress line is for
