@@ -11,7 +11,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	"golang.org/x/net/netutil"
 
 	"github.com/grackle-coord/grackle/internal/connlimit"
 	"github.com/grackle-coord/grackle/tlsutil"
@@ -54,13 +53,10 @@ func newStreamLayer(bind string, adv net.Addr, peer *tlsutil.Peer, bounds Config
 	// A connection that never speaks, or falls silent, gives its slot back
 	// (hashicorp/raft's transport reads an accepted connection with no
 	// deadline of its own), and one address cannot take every slot.
-	lis = connlimit.New(lis, connlimit.Config{PerAddress: bounds.MaxConnsPerAddress, FirstByte: handshakeTimeout, Idle: bounds.IdleTimeout,
+	lis = connlimit.New(lis, connlimit.Config{Max: bounds.MaxConns, PerAddress: bounds.MaxConnsPerAddress, FirstByte: handshakeTimeout, Idle: bounds.IdleTimeout,
 		Refused: func(addr string) {
 			log.Warn("refused a Raft connection: its address has every connection it may open", "remote", addr, "max_per_address", bounds.MaxConnsPerAddress)
 		}})
-	if bounds.MaxConns > 0 {
-		lis = netutil.LimitListener(lis, bounds.MaxConns)
-	}
 	s := &streamLayer{lis: lis, adv: adv, peer: peer, handshakeTimeout: handshakeTimeout, log: log,
 		conns: make(chan net.Conn), done: make(chan struct{})}
 	go s.acceptLoop()

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"golang.org/x/net/netutil"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -131,17 +130,13 @@ func limit(l net.Listener, n, perAddress int, tracker *connlimit.Idle, port stri
 	if tracker != nil && n > 0 {
 		pressure = n * 9 / 10
 	}
-	l = connlimit.New(l, connlimit.Config{PerAddress: perAddress, Pressure: pressure, Tracker: tracker, Refused: func(addr string) {
+	return connlimit.New(l, connlimit.Config{Max: n, PerAddress: perAddress, Pressure: pressure, Tracker: tracker, Refused: func(addr string) {
 		now := time.Now().Unix()
 		if prev := last.Load(); now-prev >= 60 && last.CompareAndSwap(prev, now) {
 			log.Warn("refused connections: their address has every connection it may open (repeats are not logged for a minute)",
 				"port", port, "remote", addr, "max_per_address", perAddress)
 		}
 	}})
-	if n <= 0 {
-		return l
-	}
-	return netutil.LimitListener(l, n)
 }
 
 // grpcServerOptions bound handshakes and idle connections.

@@ -1,25 +1,33 @@
-// Package connlimit bounds what one client can hold of a listening port:
-// at most PerAddress open connections from one network address (the host,
-// without the port), a first byte within FirstByte of the accept (a
-// connection that never speaks is closed), and no silence longer than
-// Idle between reads (for a protocol whose idle connections may be cut:
-// not gRPC, whose watch streams are silent for as long as nothing
-// changes). A deadline its user sets (a TLS handshake's, an HTTP
-// server's) replaces these until the next read that returns data. A port's total is bounded by
-// golang.org/x/net/netutil.LimitListener around this one; this listener
-// decides, per address, which connections get a slot at all, so that one
-// host cannot take every slot from the others.
+// Package connlimit bounds what clients can hold of a listening port: at
+// most Max open connections in all (Accept waits while that many are
+// open), at most PerAddress from one network address (the host, without
+// the port), so that one host cannot take every slot from the others, a
+// first byte within FirstByte of the accept (a connection that never
+// speaks is closed), and no silence longer than Idle between reads (for a
+// protocol whose idle connections may be cut: not gRPC, whose watch
+// streams are silent for as long as nothing changes). A deadline its user
+// sets (a TLS handshake's, an HTTP server's) replaces these until the next
+// read that returns data.
+//
+// An accepted connection gives its slots back when it is closed, once.
+// It is a wrapper of the TCP connection that also offers gRPC's reads into
+// pooled buffers (ReadOnReady), so that an idle gRPC connection holds no
+// read buffer of its own.
 package connlimit
 
 import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
 // Config of a Listener. Zero values turn a bound off.
 type Config struct {
+	// Max: most open connections. Accept waits for a slot before it
+	// accepts, so the connections past it wait in the kernel's backlog.
+	Max        int
 	PerAddress int           // most open connections from one address
 	FirstByte  time.Duration // the first byte must arrive within this of the accept
 	Idle       time.Duration // a connection silent for this long is closed
@@ -40,6 +48,10 @@ type Listener struct {
 	net.Listener
 	cfg Config
 
+	slots     chan struct{} // one token per open connection, Max of them
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+
 	mu     sync.Mutex
 	byAddr map[string]int
 	total  int
@@ -48,15 +60,34 @@ type Listener struct {
 
 // New wraps l.
 func New(l net.Listener, cfg Config) *Listener {
-	return &Listener{Listener: l, cfg: cfg, byAddr: map[string]int{}, open: map[string]*conn{}}
+	ll := &Listener{Listener: l, cfg: cfg, byAddr: map[string]int{}, open: map[string]*conn{}, done: make(chan struct{})}
+	if cfg.Max > 0 {
+		ll.slots = make(chan struct{}, cfg.Max)
+	}
+	return ll
 }
 
-// Accept returns the next connection within its address's bound; a
-// connection past it is closed at once and Accept waits for the next.
+// Close closes the listener; an Accept waiting for a slot returns.
+func (l *Listener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// Accept returns the next connection within the bounds: it waits while
+// Max connections are open; a connection past its address's bound is
+// closed at once and Accept waits for the next.
 func (l *Listener) Accept() (net.Conn, error) {
+	if l.slots != nil {
+		select {
+		case l.slots <- struct{}{}:
+		case <-l.done:
+			return nil, net.ErrClosed
+		}
+	}
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
+			l.freeSlot()
 			return nil, err
 		}
 		host := hostOf(c.RemoteAddr())
@@ -71,6 +102,11 @@ func (l *Listener) Accept() (net.Conn, error) {
 			continue
 		}
 		bc := &conn{Conn: c, l: l, host: host, idle: l.cfg.Idle}
+		if tc, ok := c.(*net.TCPConn); ok {
+			if raw, err := tc.SyscallConn(); err == nil {
+				bc.raw = raw
+			}
+		}
 		l.mu.Lock()
 		l.open[c.RemoteAddr().String()] = bc
 		l.mu.Unlock()
@@ -127,7 +163,6 @@ func (l *Listener) evictIdlest() {
 
 func (l *Listener) release(c *conn) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.open[c.RemoteAddr().String()] == c {
 		delete(l.open, c.RemoteAddr().String())
 	}
@@ -135,6 +170,15 @@ func (l *Listener) release(c *conn) {
 	l.total--
 	if l.byAddr[host]--; l.byAddr[host] <= 0 {
 		delete(l.byAddr, host)
+	}
+	l.mu.Unlock()
+	l.freeSlot()
+}
+
+// freeSlot gives back a slot of Max.
+func (l *Listener) freeSlot() {
+	if l.slots != nil {
+		<-l.slots
 	}
 }
 
@@ -148,7 +192,7 @@ func hostOf(a net.Addr) string {
 	return a.String()
 }
 
-// conn gives its slot back once, when closed, and moves its read deadline
+// conn gives its slots back once, when closed, and moves its read deadline
 // on with every read that returns data.
 type conn struct {
 	net.Conn
@@ -158,22 +202,32 @@ type conn struct {
 	closed atomic.Bool
 	// spoke: the first byte arrived (the first-byte deadline is over).
 	spoke atomic.Bool
+	// raw is the TCP connection's descriptor, for ReadOnReady (nil: not
+	// a TCP connection).
+	raw   syscall.RawConn
+	ready readyState
 }
 
 func (c *conn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 {
-		first := c.spoke.CompareAndSwap(false, true)
-		switch {
-		case c.idle > 0:
-			_ = c.Conn.SetReadDeadline(time.Now().Add(c.idle))
-		case first:
-			_ = c.Conn.SetReadDeadline(time.Time{})
-		}
+		c.gotData()
 	}
 	return n, err
 }
 
+// gotData moves the read deadline on after a read that returned data.
+func (c *conn) gotData() {
+	first := c.spoke.CompareAndSwap(false, true)
+	switch {
+	case c.idle > 0:
+		_ = c.Conn.SetReadDeadline(time.Now().Add(c.idle))
+	case first:
+		_ = c.Conn.SetReadDeadline(time.Time{})
+	}
+}
+
+// Close closes the connection and gives its slots back (once).
 func (c *conn) Close() error {
 	err := c.Conn.Close()
 	if c.closed.CompareAndSwap(false, true) {
