@@ -52,8 +52,10 @@ type tap struct {
 	dials     atomic.Int32
 	lastRead  atomic.Int64 // unix nanoseconds
 
-	mu         sync.Mutex
-	head       []byte // the first bytes the first connection read
+	// negotiated receives the session timeout of the first connection
+	// that read a whole connect response: not always the first
+	// connection, whose connect may fail under load (go-zookeeper then
+	// connects again and the session is granted on the next).
 	negotiated chan time.Duration
 }
 
@@ -72,13 +74,13 @@ func (t *tap) dial(network, addr string, timeout time.Duration) (net.Conn, error
 	if err != nil {
 		return nil, err
 	}
-	return &tappedConn{Conn: c, t: t, first: n == 1}, nil
+	return &tappedConn{Conn: c, t: t}, nil
 }
 
 type tappedConn struct {
 	net.Conn
-	t     *tap
-	first bool
+	t    *tap
+	head []byte // the first bytes this connection read (its connect response)
 }
 
 // A connect response starts with its length (4 bytes), the protocol
@@ -89,16 +91,15 @@ func (c *tappedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.t.lastRead.Store(time.Now().UnixNano())
-		if c.first {
-			c.t.mu.Lock()
-			if len(c.t.head) < connectHead {
-				c.t.head = append(c.t.head, p[:min(n, connectHead-len(c.t.head))]...)
-				if len(c.t.head) == connectHead {
-					ms := int32(binary.BigEndian.Uint32(c.t.head[8:12]))
-					c.t.negotiated <- time.Duration(ms) * time.Millisecond
+		if len(c.head) < connectHead {
+			c.head = append(c.head, p[:min(n, connectHead-len(c.head))]...)
+			if len(c.head) == connectHead {
+				ms := int32(binary.BigEndian.Uint32(c.head[8:12]))
+				select {
+				case c.t.negotiated <- time.Duration(ms) * time.Millisecond:
+				default: // a later connection of the same session
 				}
 			}
-			c.t.mu.Unlock()
 		}
 	}
 	return n, err
@@ -156,7 +157,12 @@ func dial(ctx context.Context, server string, timeout time.Duration, keepAlive b
 	case <-time.After(10 * time.Second):
 		return fail(fmt.Errorf("zookeeper %s: no session within 10s", server))
 	}
-	got := <-t.negotiated // read before the session was granted
+	var got time.Duration
+	select {
+	case got = <-t.negotiated: // read before the session was granted
+	case <-time.After(10 * time.Second):
+		return fail(fmt.Errorf("zookeeper %s: granted a session, but no connect response was seen within 10s", server))
+	}
 	if got != timeout.Truncate(time.Millisecond) {
 		return fail(fmt.Errorf("zookeeper %s granted a session timeout of %s for the %s asked: the server's minSessionTimeout and maxSessionTimeout must allow it",
 			server, got, timeout))
