@@ -25,6 +25,7 @@ SERVER_FLAGS=${SERVER_FLAGS:-}        # extra flags for every grackle server
 BASE=${BASE:-/tmp/grackle-idle}
 OUT=${OUT:-$BASE/results-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT" "$BASE/bin"
+echo "== results in $OUT"
 RES=$OUT/results.jsonl
 # 10,000 connections: each end holds a descriptor per connection.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" || true

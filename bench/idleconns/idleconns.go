@@ -3,8 +3,10 @@
 // cluster (the leader or a follower), makes one call on each so that the
 // server holds its transport (and, as the Go client does, its
 // multiplexed stream), and reads the member's resident memory
-// (/proc/PID/status VmRSS), Go heap (go_memstats_heap_inuse_bytes) and
-// goroutines (go_goroutines, both from its /metrics) before and after.
+// (/proc/PID/status VmRSS), Go heap (go_memstats_heap_inuse_bytes),
+// goroutines and their stacks (go_goroutines,
+// go_memstats_stack_inuse_bytes; all three from its /metrics) before and
+// after.
 // With the member's profiles on (--pprof), each reading follows a
 // garbage collection (/debug/pprof/heap?gc=1), so the heap figure is what
 // is live. `grackle bench idle-conns` runs it; bench/idleconns.sh (make
@@ -61,28 +63,30 @@ type Sample struct {
 	RSS        int64 `json:"rss_bytes"`
 	Heap       int64 `json:"heap_inuse_bytes"`
 	Goroutines int64 `json:"goroutines"`
+	Stack      int64 `json:"stack_inuse_bytes"` // goroutine stacks (outside the heap)
 	// GC: the reading followed a forced collection.
 	GC bool `json:"gc"`
 }
 
 // Result is one measurement.
 type Result struct {
-	Label       string  `json:"label"`
-	Member      string  `json:"member"`
-	Mode        string  `json:"mode"` // "mux" (as the Go client) or "unary"
-	Conns       int     `json:"conns"`
-	Before      Sample  `json:"before"`
-	After       Sample  `json:"after"`
-	RSSPerConn  float64 `json:"rss_per_conn"`
-	HeapPerConn float64 `json:"heap_per_conn"`
-	GorPerConn  float64 `json:"goroutines_per_conn"`
-	OpenSeconds float64 `json:"open_seconds"`
+	Label        string  `json:"label"`
+	Member       string  `json:"member"`
+	Mode         string  `json:"mode"` // "mux" (as the Go client) or "unary"
+	Conns        int     `json:"conns"`
+	Before       Sample  `json:"before"`
+	After        Sample  `json:"after"`
+	RSSPerConn   float64 `json:"rss_per_conn"`
+	HeapPerConn  float64 `json:"heap_per_conn"`
+	GorPerConn   float64 `json:"goroutines_per_conn"`
+	StackPerConn float64 `json:"stack_per_conn"`
+	OpenSeconds  float64 `json:"open_seconds"`
 }
 
 // Text is the result as one RESULT line.
 func (r Result) Text() string {
-	return fmt.Sprintf("RESULT idle-conns label=%s member=%s mode=%s conns=%d rss_per_conn=%.0f heap_per_conn=%.0f goroutines_per_conn=%.2f rss_before=%d rss_after=%d heap_before=%d heap_after=%d goroutines_before=%d goroutines_after=%d gc=%t open_s=%.2f",
-		r.Label, r.Member, r.Mode, r.Conns, r.RSSPerConn, r.HeapPerConn, r.GorPerConn,
+	return fmt.Sprintf("RESULT idle-conns label=%s member=%s mode=%s conns=%d rss_per_conn=%.0f heap_per_conn=%.0f goroutines_per_conn=%.2f stack_per_conn=%.0f rss_before=%d rss_after=%d heap_before=%d heap_after=%d goroutines_before=%d goroutines_after=%d gc=%t open_s=%.2f",
+		r.Label, r.Member, r.Mode, r.Conns, r.RSSPerConn, r.HeapPerConn, r.GorPerConn, r.StackPerConn,
 		r.Before.RSS, r.After.RSS, r.Before.Heap, r.After.Heap, r.Before.Goroutines, r.After.Goroutines, r.After.GC, r.OpenSeconds)
 }
 
@@ -149,6 +153,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.RSSPerConn = float64(res.After.RSS-res.Before.RSS) / n
 	res.HeapPerConn = float64(res.After.Heap-res.Before.Heap) / n
 	res.GorPerConn = float64(res.After.Goroutines-res.Before.Goroutines) / n
+	res.StackPerConn = float64(res.After.Stack-res.Before.Stack) / n
 	return res, nil
 }
 
@@ -303,6 +308,7 @@ func sample(ctx context.Context, hc *http.Client, httpAddr string, pid int, sett
 		m := parseMetrics(buf.String())
 		s.Heap = int64(m["go_memstats_heap_inuse_bytes"])
 		s.Goroutines = int64(m["go_goroutines"])
+		s.Stack = int64(m["go_memstats_stack_inuse_bytes"])
 	}
 	rss, err := rssBytes(pid)
 	if err != nil {

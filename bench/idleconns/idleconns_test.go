@@ -38,10 +38,10 @@ func TestTable(t *testing.T) {
 	var in bytes.Buffer
 	in.WriteString("== a log line\n")
 	for _, r := range []Result{
-		{Label: "b", Member: "follower", Mode: "mux", Conns: 1000, RSSPerConn: 3072, HeapPerConn: 1024, GorPerConn: 4},
-		{Label: "a", Member: "leader", Mode: "mux", Conns: 1000, RSSPerConn: 2048, HeapPerConn: 1024, GorPerConn: 4},
-		{Label: "a", Member: "leader", Mode: "mux", Conns: 1000, RSSPerConn: 4096, HeapPerConn: 2048, GorPerConn: 4},
-		{Label: "a", Member: "leader", Mode: "mux", Conns: 1000, RSSPerConn: 1024, HeapPerConn: 1024, GorPerConn: 4},
+		{Label: "b", Member: "follower", Mode: "mux", Conns: 1000, RSSPerConn: 3072, HeapPerConn: 1024, GorPerConn: 4, StackPerConn: 8192},
+		{Label: "a", Member: "leader", Mode: "mux", Conns: 1000, RSSPerConn: 2048, HeapPerConn: 1024, GorPerConn: 4, StackPerConn: 8192},
+		{Label: "a", Member: "leader", Mode: "mux", Conns: 1000, RSSPerConn: 4096, HeapPerConn: 2048, GorPerConn: 4, StackPerConn: 8192},
+		{Label: "a", Member: "leader", Mode: "mux", Conns: 1000, RSSPerConn: 1024, HeapPerConn: 1024, GorPerConn: 4, StackPerConn: 8192},
 	} {
 		b, _ := json.Marshal(r)
 		in.Write(append(b, '\n'))
@@ -58,7 +58,7 @@ func TestTable(t *testing.T) {
 	if len(lines) != 4 {
 		t.Fatalf("table:\n%s", out.String())
 	}
-	if want := "| leader | Go client (multiplexed stream) | 1000 | a | 2.0 KiB (1.0-4.0) | 1.0 KiB (1.0-2.0) | 4.00 (4.00-4.00) | 3 |"; lines[2] != want {
+	if want := "| leader | Go client (multiplexed stream) | 1000 | a | 2.0 KiB (1.0-4.0) | 1.0 KiB (1.0-2.0) | 4.00 (4.00-4.00) | 8.0 KiB (8.0-8.0) | 3 |"; lines[2] != want {
 		t.Fatalf("row\n%s\nwant\n%s", lines[2], want)
 	}
 	if !strings.HasPrefix(lines[3], "| follower |") {

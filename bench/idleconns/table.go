@@ -78,8 +78,8 @@ func Table(w io.Writer, rs []Result) error {
 		}
 		return labelOrder(a.label) < labelOrder(b.label)
 	})
-	fmt.Fprintln(w, "| member | calls | connections | build | RSS per connection | heap per connection | goroutines per connection | runs |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintln(w, "| member | calls | connections | build | RSS per connection | heap per connection | goroutines per connection | their stacks | runs |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, k := range keys {
 		g := groups[k]
 		fig := func(f func(Result) float64, kb bool) string {
@@ -111,10 +111,11 @@ func Table(w io.Writer, rs []Result) error {
 		if k.mode == "unary" {
 			calls = "unary only"
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %d |\n", k.member, calls, k.conns, k.label,
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %d |\n", k.member, calls, k.conns, k.label,
 			fig(func(r Result) float64 { return r.RSSPerConn }, true),
 			fig(func(r Result) float64 { return r.HeapPerConn }, true),
 			fig(func(r Result) float64 { return r.GorPerConn }, false),
+			fig(func(r Result) float64 { return r.StackPerConn }, true),
 			len(g))
 	}
 	return nil
