@@ -56,9 +56,8 @@ SPREAD_READS=${SPREAD_READS:-1}
 CONNS=${CONNS:-1,64,1000}
 CONN_WORKLOADS=${CONN_WORKLOADS:-pairs,leases,reads,locks}
 # ZooKeeper runs the shapes up to ZK_MAX_CONNS sessions (its recipes give
-# every worker a session whatever the shape; ZK_MAX_CONNS=1000 adds the
-# 1,000-session runs, minutes of JVM time each on 2 cores).
-ZK_MAX_CONNS=${ZK_MAX_CONNS:-64}
+# every worker a session whatever the shape).
+ZK_MAX_CONNS=${ZK_MAX_CONNS:-1000}
 BENCH_FLAGS=${BENCH_FLAGS:-}          # extra flags for every load generator, e.g. "--workers 128"
 SERVER_FLAGS=${SERVER_FLAGS:-}        # extra flags for every grackle server, e.g. "--raft-log-store bolt"
 BASE=${BASE:-/tmp/grackle-compare}
