@@ -97,8 +97,9 @@ func carriesMetadata(h metadata.MD) bool {
 	return len(v) > 0 && v[0] == "1"
 }
 
-// callPairs carries an outgoing call's metadata md. Keys are lower case
-// already (package metadata makes them so).
+// callPairs carries an outgoing call's metadata md as it is; a key
+// package metadata did not lower (a literal MD) fails checkCallMetadata,
+// and the call then goes as a unary call, where gRPC decides.
 func callPairs(md metadata.MD) []*pb.MuxMetadata {
 	out := make([]*pb.MuxMetadata, 0, len(md))
 	for k, v := range md {
