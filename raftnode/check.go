@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -130,19 +131,50 @@ func checkSnapshotsIndex(dir string) ([]string, uint64, error) {
 	}
 	var names []string
 	var highest uint64
+	type bad struct {
+		index uint64 // from the directory's name
+		err   error
+	}
+	var bads []bad
 	for _, e := range entries {
 		if !e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") {
 			continue // raft ignores (and cleans up) unfinished snapshots
 		}
 		index, err := checkSnapshot(filepath.Join(dir, e.Name()))
 		if err != nil {
-			return nil, 0, err
+			bads = append(bads, bad{indexFromName(e.Name()), err})
+			continue
 		}
 		names = append(names, e.Name())
 		highest = max(highest, index)
 	}
+	// An older snapshot than a sound one is what raft was removing when
+	// the node stopped (it deletes the retained ones past the newest, file
+	// by file, so a kill can leave one half gone): raft restores only the
+	// newest and skips one whose metadata it cannot read, so it is no
+	// reason to refuse to start. A damaged snapshot at or above the newest
+	// sound one is.
+	for _, b := range bads {
+		if b.index == 0 || b.index >= highest {
+			return nil, 0, b.err
+		}
+	}
 	sort.Sort(sort.Reverse(sort.StringSlice(names)))
 	return names, highest, nil
+}
+
+// indexFromName is the index in a snapshot directory's name
+// (term-index-millis, as raft names them), or 0.
+func indexFromName(name string) uint64 {
+	parts := strings.Split(name, "-")
+	if len(parts) != 3 {
+		return 0
+	}
+	i, err := strconv.ParseUint(parts[1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return i
 }
 
 // checkSnapshot checks one snapshot and returns its index.

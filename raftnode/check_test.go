@@ -2,8 +2,10 @@ package raftnode
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -268,5 +270,37 @@ func TestCloseIsBoundedAndSaysWhatItWaitedFor(t *testing.T) {
 		t.Log(err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("Close still waiting after 30 s with a 200 ms bound")
+	}
+}
+
+// An older snapshot half removed (raft deletes the retained snapshots past
+// the newest file by file, so a kill can leave one without state.bin) is
+// no reason to refuse to start; a damaged snapshot newer than every sound
+// one is.
+func TestHalfRemovedOlderSnapshotIsIgnored(t *testing.T) {
+	newest := newestSnapshot(t, seedDataDir(t, LogStoreWAL))
+	snaps := filepath.Dir(newest)
+	parts := strings.Split(filepath.Base(newest), "-")
+	index, err := strconv.ParseUint(parts[1], 10, 64)
+	if err != nil || index < 2 {
+		t.Fatalf("snapshot name %q", filepath.Base(newest))
+	}
+	meta, err := os.ReadFile(filepath.Join(newest, "meta.json"))
+	must(t, err)
+	half := func(idx uint64) string {
+		d := filepath.Join(snaps, fmt.Sprintf("%s-%d-1", parts[0], idx))
+		must(t, os.MkdirAll(d, 0o700))
+		must(t, os.WriteFile(filepath.Join(d, "meta.json"), meta, 0o600))
+		return d
+	}
+	old := half(index - 1)
+	names, err := checkSnapshots(snaps)
+	if err != nil || len(names) != 1 || names[0] != filepath.Base(newest) {
+		t.Fatalf("with a half-removed older snapshot: %v, %v; want only %s", names, err, filepath.Base(newest))
+	}
+	must(t, os.RemoveAll(old))
+	half(index + 1)
+	if _, err := checkSnapshots(snaps); err == nil || !strings.Contains(err.Error(), "state.bin") {
+		t.Fatalf("a damaged snapshot newer than every sound one: %v, want refused naming state.bin", err)
 	}
 }
