@@ -141,7 +141,7 @@ func limit(l net.Listener, n, perAddress int, tracker *connlimit.Idle, port stri
 
 // grpcServerOptions bound handshakes and idle connections.
 func (c Config) grpcServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
+	return append([]grpc.ServerOption{
 		grpc.ConnectionTimeout(c.HandshakeTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: c.IdleTimeout}),
 		// Calls run on a pool of long-lived goroutines instead of a new one
@@ -149,10 +149,7 @@ func (c Config) grpcServerOptions() []grpc.ServerOption {
 		// it) on every call, which was 5 % of the leader's CPU under load.
 		// A call that finds every worker busy still gets its own goroutine.
 		grpc.NumStreamWorkers(streamWorkers),
-		// No PING per call (package flowwindow).
-		grpc.InitialWindowSize(flowwindow.Size),
-		grpc.InitialConnWindowSize(flowwindow.Size),
-	}
+	}, flowwindow.ServerOptions()...) // no PING per call
 }
 
 // pressureIdle is how long a client connection must have had no call

@@ -102,20 +102,10 @@ func (a *app) benchCmd() *cobra.Command {
 		Short: "Print JSON results (-o json, of any target) as one Markdown table with throughput ratios",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var all []bench.Result
-			for _, p := range args {
-				f, err := os.Open(p)
-				if err != nil {
-					return &exitError{code: exitCallFailed, msg: oneLine(err.Error())}
-				}
-				rs, err := bench.ReadResults(f)
-				f.Close()
-				if err != nil {
-					return &exitError{code: exitCallFailed, msg: oneLine(p + ": " + err.Error())}
-				}
-				all = append(all, rs...)
+			all, err := readResultFiles(args, bench.ReadResults)
+			if err != nil {
+				return err
 			}
-			var err error
 			if subject != "" {
 				err = bench.TableOf(a.stdout, all, subject)
 			} else {
@@ -200,18 +190,9 @@ members in the order of --endpoints. The member must admit the connections:
 		Short: "Print idle-conns JSON results (-o json) as one Markdown table: medians per connection",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var all []idleconns.Result
-			for _, p := range args {
-				f, err := os.Open(p)
-				if err != nil {
-					return &exitError{code: exitCallFailed, msg: oneLine(err.Error())}
-				}
-				rs, err := idleconns.ReadResults(f)
-				f.Close()
-				if err != nil {
-					return &exitError{code: exitCallFailed, msg: oneLine(p + ": " + err.Error())}
-				}
-				all = append(all, rs...)
+			all, err := readResultFiles(args, idleconns.ReadResults)
+			if err != nil {
+				return err
 			}
 			if err := idleconns.Table(a.stdout, all); err != nil {
 				return &exitError{code: exitCallFailed, msg: oneLine(err.Error())}
@@ -293,4 +274,22 @@ func (a *app) grackleBackend(ctx context.Context, spread bool, conns int, unary 
 		work = append(work, m)
 	}
 	return bench.NewGrackle(work, leader), closeAll, nil
+}
+
+// readResultFiles reads every file of JSON results (-o json) with read.
+func readResultFiles[R any](paths []string, read func(io.Reader) ([]R, error)) ([]R, error) {
+	var all []R
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, &exitError{code: exitCallFailed, msg: oneLine(err.Error())}
+		}
+		rs, err := read(f)
+		f.Close()
+		if err != nil {
+			return nil, &exitError{code: exitCallFailed, msg: oneLine(p + ": " + err.Error())}
+		}
+		all = append(all, rs...)
+	}
+	return all, nil
 }

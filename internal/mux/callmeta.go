@@ -73,21 +73,9 @@ func checkKey(k string) error {
 
 // withCallMetadata returns ctx whose incoming metadata is the stream's
 // (base) followed by ps, as a unary call's is its connection's followed by
-// its own. base is never changed: each call gets a map of its own.
+// its own. base is never changed: metadata.Join copies.
 func withCallMetadata(ctx context.Context, base metadata.MD, ps []*pb.MuxMetadata) context.Context {
-	md := make(metadata.MD, len(base)+len(ps))
-	for k, v := range base {
-		md[k] = v[:len(v):len(v)] // an append below copies, never writes into base
-	}
-	for _, p := range ps {
-		v := md[p.Key]
-		v = append(v, p.Values...)
-		for _, b := range p.BinaryValues {
-			v = append(v, string(b))
-		}
-		md[p.Key] = v
-	}
-	return metadata.NewIncomingContext(ctx, md)
+	return metadata.NewIncomingContext(ctx, metadata.Join(base, fromPairs(ps)))
 }
 
 // carriesMetadata reports whether the server of a stream whose response
@@ -104,11 +92,7 @@ func callPairs(md metadata.MD) []*pb.MuxMetadata {
 	out := make([]*pb.MuxMetadata, 0, len(md))
 	for k, v := range md {
 		if isBinaryKey(k) {
-			bs := make([][]byte, len(v))
-			for i, s := range v {
-				bs[i] = []byte(s)
-			}
-			out = append(out, &pb.MuxMetadata{Key: k, BinaryValues: bs})
+			out = append(out, binaryPair(k, v))
 			continue
 		}
 		out = append(out, &pb.MuxMetadata{Key: k, Values: v})

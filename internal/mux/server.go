@@ -529,11 +529,7 @@ func toPairs(md metadata.MD) []*pb.MuxMetadata {
 	out := make([]*pb.MuxMetadata, 0, len(md))
 	for k, v := range md {
 		if isBinaryKey(k) {
-			bs := make([][]byte, len(v))
-			for i, s := range v {
-				bs[i] = []byte(s)
-			}
-			out = append(out, &pb.MuxMetadata{Key: k, BinaryValues: bs})
+			out = append(out, binaryPair(k, v))
 			continue
 		}
 		valid := v
@@ -548,6 +544,15 @@ func toPairs(md metadata.MD) []*pb.MuxMetadata {
 		out = append(out, &pb.MuxMetadata{Key: k, Values: valid})
 	}
 	return out
+}
+
+// binaryPair carries a binary key's values as bytes.
+func binaryPair(k string, v []string) *pb.MuxMetadata {
+	bs := make([][]byte, len(v))
+	for i, s := range v {
+		bs[i] = []byte(s)
+	}
+	return &pb.MuxMetadata{Key: k, BinaryValues: bs}
 }
 
 func fromPairs(ps []*pb.MuxMetadata) metadata.MD {
